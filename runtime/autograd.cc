@@ -1,0 +1,130 @@
+// The linear tape: recording, backward traversal, gradient sinks.
+#include "runtime/autograd.h"
+
+#include <cstring>
+
+namespace zs {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+thread_local Tape t_tape;
+
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+GradModeScope::GradModeScope(bool enabled) : previous_(t_grad_enabled) {
+  t_grad_enabled = enabled;
+}
+GradModeScope::~GradModeScope() { t_grad_enabled = previous_; }
+
+Tape& current_tape() { return t_tape; }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs) {
+    if (t && t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+void record_op(const char* op, std::initializer_list<const Tensor*> inputs,
+               std::initializer_list<const Tensor*> outputs, BackwardFn backward) {
+  TapeNode node;
+  node.op = op;
+  for (const Tensor* t : inputs) {
+    const bool wants = t && t->defined() && t->requires_grad();
+    node.inputs.push_back(wants ? t->autograd_meta() : nullptr);
+  }
+  for (const Tensor* t : outputs) {
+    ZS_CHECK(t && t->defined(), "op '", op, "' recorded an undefined output");
+    AutogradMeta& meta = *t->autograd_meta();
+    meta.requires_grad = true;
+    meta.is_leaf = false;
+    node.outputs.push_back(t->autograd_meta());
+  }
+  node.backward = std::move(backward);
+  t_tape.record(std::move(node));
+}
+
+void backward(const Tensor& loss, float seed) { t_tape.backward(loss, seed); }
+
+Tensor BackwardContext::grad_output(size_t i) const {
+  ZS_CHECK(i < node_.outputs.size(), "op '", node_.op, "' asked for output ", i, " of ",
+           node_.outputs.size());
+  return node_.outputs[i]->grad;
+}
+
+bool BackwardContext::needs_input_grad(size_t i) const {
+  return i < node_.inputs.size() && node_.inputs[i] != nullptr;
+}
+
+GradSink BackwardContext::grad_input(size_t i) {
+  if (!needs_input_grad(i)) return GradSink{};
+  AutogradMeta& meta = *node_.inputs[i];
+  if (meta.grad.defined()) return GradSink{meta.grad, true};
+  const MemoryCategory category =
+      meta.is_leaf ? MemoryCategory::kGradients : MemoryCategory::kActivations;
+  meta.grad = Tensor::empty(meta.shape, meta.dtype, *meta.allocator, category,
+                            meta.name.empty() ? "grad" : "grad of " + meta.name);
+  return GradSink{meta.grad, false};
+}
+
+void BackwardContext::alias_or_accumulate_input_grad(size_t i, const Tensor& grad) {
+  if (!needs_input_grad(i)) return;
+  AutogradMeta& meta = *node_.inputs[i];
+  if (!meta.grad.defined() && !meta.is_leaf) {
+    meta.grad = Tensor::from_storage(grad.storage(), grad.offset_bytes(), meta.shape, grad.dtype(),
+                                     meta.name);
+    return;
+  }
+  GradSink sink = grad_input(i);
+  if (sink.accumulate) {
+    accumulate_into(sink.buffer, grad);
+  } else {
+    std::memcpy(sink.buffer.raw_data(), grad.raw_data(), grad.nbytes());
+  }
+}
+
+void Tape::record(TapeNode node) { nodes_.push_back(std::move(node)); }
+
+void Tape::clear() { nodes_.clear(); }
+
+void Tape::backward(const Tensor& loss, float seed) {
+  ZS_CHECK(loss.defined() && loss.numel() == 1, "backward needs a scalar loss, got ",
+           loss.describe());
+  ZS_CHECK(loss.requires_grad(), "backward: the loss ", loss.describe(),
+           " does not require grad (was it computed under NoGradScope, or from tensors "
+           "without requires_grad?)");
+  AutogradMeta& loss_meta = *loss.autograd_meta();
+  Tensor seed_grad = Tensor::empty(loss.shape(), loss.dtype(), loss.allocator(),
+                                   MemoryCategory::kActivations, "grad of loss");
+  seed_grad.fill(seed);
+  if (loss_meta.grad.defined()) {
+    accumulate_into(loss_meta.grad, seed_grad);
+  } else {
+    loss_meta.grad = std::move(seed_grad);  // no other handle: freed once the loss's node ran
+  }
+  struct ClearOnExit {
+    Tape& tape;
+    ~ClearOnExit() { tape.clear(); }
+  } clear_on_exit{*this};
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    TapeNode& node = *it;
+    bool has_grad = node.always_run;
+    for (const auto& out : node.outputs) has_grad = has_grad || out->grad.defined();
+    if (has_grad && node.backward) {
+      BackwardContext ctx(node);
+      node.backward(ctx);
+    }
+    // Free what this node kept: its closure's saved activations and its outputs' gradients.
+    node.backward = nullptr;
+    for (const auto& out : node.outputs) {
+      if (!out->is_leaf) out->grad = Tensor();
+    }
+    node.outputs.clear();
+    node.inputs.clear();
+  }
+  if (!loss_meta.is_leaf) loss_meta.grad = Tensor();
+}
+
+}  // namespace zs

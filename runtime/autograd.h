@@ -1,0 +1,107 @@
+// Autograd: a linear tape per rank.
+//
+// Ops record a TapeNode (inputs, outputs, backward closure) on the calling thread's tape when
+// grad mode is on and an input requires grad. backward(loss) walks the tape in reverse: each
+// node reads its outputs' gradients and accumulates into its inputs' gradients; as soon as a
+// node has run, its closure (and the activations it saved) and its outputs' gradients are
+// freed, so activation memory falls as backward proceeds. Leaf gradients accumulate into the
+// leaf's grad buffer (a view of a unit's flat gradient buffer, for parameters).
+//
+// The tape and grad mode are thread-local: ranks that are threads of one process each have
+// their own. Sharding records unit boundaries as nodes (always_run) on the same tape.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace zs {
+
+// Grad mode of the calling thread (on by default).
+bool grad_enabled();
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled);
+  ~GradModeScope();
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+struct NoGradScope : GradModeScope {
+  NoGradScope() : GradModeScope(false) {}
+};
+
+// Where a backward closure writes one input's gradient. If `accumulate` is false the buffer is
+// fresh (contents undefined) and must be fully written; otherwise add into it.
+struct GradSink {
+  Tensor buffer;
+  bool accumulate = false;
+  explicit operator bool() const { return buffer.defined(); }
+};
+
+class BackwardContext;
+using BackwardFn = std::function<void(BackwardContext&)>;
+
+struct TapeNode {
+  std::string op;  // "linear", "unit_end blocks.3", ...
+  std::vector<std::shared_ptr<AutogradMeta>> inputs;   // null where no grad is needed
+  std::vector<std::shared_ptr<AutogradMeta>> outputs;
+  BackwardFn backward;
+  bool always_run = false;  // run even when no output received a gradient
+};
+
+class BackwardContext {
+ public:
+  explicit BackwardContext(TapeNode& node) : node_(node) {}
+  // The gradient of output i, or an undefined tensor if none reached it.
+  Tensor grad_output(size_t i) const;
+  bool needs_input_grad(size_t i) const;
+  // The sink for input i's gradient (undefined buffer if that input needs none). The first
+  // call for a value without a gradient allocates one (category gradients for leaves,
+  // activations otherwise) with accumulate = false.
+  GradSink grad_input(size_t i);
+  // For ops whose input gradient equals the output gradient (views, identity boundaries):
+  // hands `grad` over without a copy when input i has no gradient yet and is not a leaf,
+  // otherwise adds it into the input's gradient.
+  void alias_or_accumulate_input_grad(size_t i, const Tensor& grad);
+
+ private:
+  TapeNode& node_;
+};
+
+class Tape {
+ public:
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  void record(TapeNode node);
+  // Backward from a scalar `loss` (seeded with `seed`, e.g. a loss scale), then clears the tape.
+  void backward(const Tensor& loss, float seed = 1.0f);
+  void clear();
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  std::vector<TapeNode> nodes_;
+};
+
+// The calling thread's tape.
+Tape& current_tape();
+
+// True if grad mode is on and any of `inputs` requires grad: the op must record itself.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+// Records an op on the current tape: marks outputs as requiring grad (non-leaf) and links
+// metadata. Inputs that do not require grad get a null slot.
+void record_op(const char* op, std::initializer_list<const Tensor*> inputs,
+               std::initializer_list<const Tensor*> outputs, BackwardFn backward);
+
+// backward() on the calling thread's tape.
+void backward(const Tensor& loss, float seed = 1.0f);
+
+}  // namespace zs
