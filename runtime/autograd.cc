@@ -12,9 +12,7 @@ thread_local Tape t_tape;
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
-GradModeScope::GradModeScope(bool enabled) : previous_(t_grad_enabled) {
-  t_grad_enabled = enabled;
-}
+GradModeScope::GradModeScope(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
 GradModeScope::~GradModeScope() { t_grad_enabled = previous_; }
 
 Tape& current_tape() { return t_tape; }
@@ -72,17 +70,14 @@ GradSink BackwardContext::grad_input(size_t i) {
 void BackwardContext::alias_or_accumulate_input_grad(size_t i, const Tensor& grad) {
   if (!needs_input_grad(i)) return;
   AutogradMeta& meta = *node_.inputs[i];
-  if (!meta.grad.defined() && !meta.is_leaf) {
+  if (!meta.grad.defined() && !meta.is_leaf && grad.dtype() == meta.dtype) {
     meta.grad = Tensor::from_storage(grad.storage(), grad.offset_bytes(), meta.shape, grad.dtype(),
                                      meta.name);
     return;
   }
   GradSink sink = grad_input(i);
-  if (sink.accumulate) {
-    accumulate_into(sink.buffer, grad);
-  } else {
-    std::memcpy(sink.buffer.raw_data(), grad.raw_data(), grad.nbytes());
-  }
+  if (!sink.accumulate) std::memset(sink.buffer.raw_data(), 0, sink.buffer.nbytes());
+  accumulate_into(sink.buffer, grad);  // converts when the dtypes differ
 }
 
 void Tape::record(TapeNode node) { nodes_.push_back(std::move(node)); }

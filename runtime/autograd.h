@@ -48,8 +48,8 @@ class BackwardContext;
 using BackwardFn = std::function<void(BackwardContext&)>;
 
 struct TapeNode {
-  std::string op;  // "linear", "unit_end blocks.3", ...
-  std::vector<std::shared_ptr<AutogradMeta>> inputs;   // null where no grad is needed
+  std::string op;                                     // "linear", "unit_end blocks.3", ...
+  std::vector<std::shared_ptr<AutogradMeta>> inputs;  // null where no grad is needed
   std::vector<std::shared_ptr<AutogradMeta>> outputs;
   BackwardFn backward;
   bool always_run = false;  // run even when no output received a gradient
@@ -90,7 +90,10 @@ class Tape {
   std::vector<TapeNode> nodes_;
 };
 
-// The calling thread's tape.
+// The calling thread's tape. It holds one graph at a time: backward() runs every node recorded
+// since the last backward (or clear) and then empties the tape, so record one forward, run its
+// backward, then record the next. A forward that is abandoned without backward must be dropped
+// with current_tape().clear() before the allocators its tensors came from are destroyed.
 Tape& current_tape();
 
 // True if grad mode is on and any of `inputs` requires grad: the op must record itself.

@@ -67,15 +67,17 @@ template <typename E, typename... Args>
 }  // namespace zs
 
 // ZS_CHECK(cond, "expected ", a, ", found ", b, "; do X") throws InvalidArgument.
-#define ZS_CHECK(cond, ...)                                                                    \
-  do {                                                                                         \
-    if (!(cond)) ::zs::detail::throw_error<::zs::InvalidArgument>(__FILE__, __LINE__, __VA_ARGS__); \
+#define ZS_CHECK(cond, ...)                                                              \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      ::zs::detail::throw_error<::zs::InvalidArgument>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 // ZS_CHECK_AS(ErrorType, cond, ...) throws the named error type.
-#define ZS_CHECK_AS(ErrorType, cond, ...)                                                      \
-  do {                                                                                         \
-    if (!(cond)) ::zs::detail::throw_error<::zs::ErrorType>(__FILE__, __LINE__, __VA_ARGS__);  \
+#define ZS_CHECK_AS(ErrorType, cond, ...)                                                     \
+  do {                                                                                        \
+    if (!(cond)) ::zs::detail::throw_error<::zs::ErrorType>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
-#define ZS_THROW(ErrorType, ...) ::zs::detail::throw_error<::zs::ErrorType>(__FILE__, __LINE__, __VA_ARGS__)
+#define ZS_THROW(ErrorType, ...) \
+  ::zs::detail::throw_error<::zs::ErrorType>(__FILE__, __LINE__, __VA_ARGS__)

@@ -18,7 +18,8 @@ thread_local int t_log_rank = -1;
 
 class RankFlag : public spdlog::custom_flag_formatter {
  public:
-  void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
     std::string text = t_log_rank < 0 ? "rank -" : "rank " + std::to_string(t_log_rank);
     dest.append(text.data(), text.data() + text.size());
   }
@@ -55,9 +56,9 @@ namespace detail {
 std::string error_prefix(const char* file, int line) {
   std::string path(file);
   // Keep the path from the repository root: ".../zeroshard/ops/cpu/x.cc" -> "ops/cpu/x.cc".
-  for (const char* top : {"/runtime/", "/ops/", "/comm/", "/models/", "/sharding/", "/optim/",
-                          "/offload/", "/data/", "/checkpoint/", "/train/", "/apps/", "/tests/",
-                          "/bench/", "/examples/"}) {
+  for (const char* top :
+       {"/runtime/", "/ops/", "/comm/", "/models/", "/sharding/", "/optim/", "/offload/", "/data/",
+        "/checkpoint/", "/train/", "/apps/", "/tests/", "/bench/", "/examples/"}) {
     auto at = path.rfind(top);
     if (at != std::string::npos) {
       path = path.substr(at + 1);

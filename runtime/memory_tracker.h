@@ -54,12 +54,12 @@ class MemoryCategoryScope {
 
 // One timeline record: after an allocation (delta > 0) or a free (delta < 0), or a mark.
 struct MemoryEvent {
-  double time_ms = 0;          // since the tracker was created
+  double time_ms = 0;  // since the tracker was created
   MemoryCategory category = MemoryCategory::kOther;
-  int64_t delta = 0;           // bytes; 0 for a mark
-  size_t category_bytes = 0;   // current bytes of the category after the event
-  size_t total_bytes = 0;      // current bytes of all categories after the event
-  std::string label;           // what was allocated, or the mark's text
+  int64_t delta = 0;          // bytes; 0 for a mark
+  size_t category_bytes = 0;  // current bytes of the category after the event
+  size_t total_bytes = 0;     // current bytes of all categories after the event
+  std::string label;          // what was allocated, or the mark's text
 };
 
 class MemoryTracker {

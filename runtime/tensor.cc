@@ -44,8 +44,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator, std:
   return empty(shape, dtype, allocator, current_memory_category(), std::move(name));
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator,
-                     MemoryCategory category, std::string name) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator, MemoryCategory category,
+                     std::string name) {
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   auto storage = Storage::create(allocator, nbytes, category, name);
   return from_storage(std::move(storage), 0, shape, dtype, std::move(name));
@@ -55,8 +55,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator, std:
   return zeros(shape, dtype, allocator, current_memory_category(), std::move(name));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator,
-                     MemoryCategory category, std::string name) {
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator, MemoryCategory category,
+                     std::string name) {
   Tensor t = empty(shape, dtype, allocator, category, std::move(name));
   if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
   return t;
@@ -141,8 +141,9 @@ Tensor Tensor::slice(int64_t begin, const Shape& shape) const {
   const int64_t n = shape_numel(shape);
   ZS_CHECK(begin >= 0 && begin + n <= numel_, "slice [", begin, ", ", begin + n, ") of ",
            describe(), " is out of range");
-  Tensor out = from_storage(storage_, offset_bytes_ + static_cast<size_t>(begin) * dtype_size(dtype_),
-                            shape, dtype_, name());
+  Tensor out =
+      from_storage(storage_, offset_bytes_ + static_cast<size_t>(begin) * dtype_size(dtype_), shape,
+                   dtype_, name());
   if (needs_grad({this})) {
     const int64_t full = numel_;
     record_op("slice", {this}, {&out}, [begin, n, full](BackwardContext& ctx) {
@@ -195,8 +196,7 @@ bool Tensor::requires_grad() const { return meta_ && meta_->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   ZS_CHECK(defined(), "set_requires_grad on an undefined tensor");
-  ZS_CHECK(meta_->is_leaf || requires_grad,
-           "set_requires_grad(false) on ", describe(),
+  ZS_CHECK(meta_->is_leaf || requires_grad, "set_requires_grad(false) on ", describe(),
            ", which is the output of a recorded op; use detach() instead");
   meta_->requires_grad = requires_grad;
   return *this;
@@ -209,8 +209,8 @@ Tensor Tensor::grad() const { return meta_ ? meta_->grad : Tensor(); }
 void Tensor::set_grad(const Tensor& grad) const {
   ZS_CHECK(defined(), "set_grad on an undefined tensor");
   if (grad.defined()) {
-    ZS_CHECK(grad.shape() == shape_ && grad.dtype() == dtype_, "gradient buffer ",
-             grad.describe(), " does not match ", describe());
+    ZS_CHECK(grad.shape() == shape_ && grad.dtype() == dtype_, "gradient buffer ", grad.describe(),
+             " does not match ", describe());
   }
   meta_->grad = grad;
 }
@@ -224,11 +224,18 @@ std::vector<float> Tensor::to_vector() const {
   ZS_CHECK(defined() && device().is_cpu(), "to_vector needs a defined CPU tensor, got ",
            describe());
   std::vector<float> out(static_cast<size_t>(numel_));
+  if (out.empty()) return out;
   const void* src = raw_data();
   switch (dtype_) {
-    case DType::kF32: std::memcpy(out.data(), src, nbytes()); break;
-    case DType::kF16: f16_to_f32(static_cast<const uint16_t*>(src), out.data(), out.size()); break;
-    case DType::kBF16: bf16_to_f32(static_cast<const uint16_t*>(src), out.data(), out.size()); break;
+    case DType::kF32:
+      std::memcpy(out.data(), src, nbytes());
+      break;
+    case DType::kF16:
+      f16_to_f32(static_cast<const uint16_t*>(src), out.data(), out.size());
+      break;
+    case DType::kBF16:
+      bf16_to_f32(static_cast<const uint16_t*>(src), out.data(), out.size());
+      break;
     case DType::kI32:
       for (size_t i = 0; i < out.size(); ++i) {
         out[i] = static_cast<float>(static_cast<const int32_t*>(src)[i]);
@@ -243,11 +250,18 @@ void Tensor::copy_from(const std::vector<float>& values) const {
            describe());
   ZS_CHECK(static_cast<int64_t>(values.size()) == numel_, "copy_from: ", values.size(),
            " values for ", describe(), " with ", numel_, " elements");
+  if (values.empty()) return;
   void* dst = raw_data();
   switch (dtype_) {
-    case DType::kF32: std::memcpy(dst, values.data(), nbytes()); break;
-    case DType::kF16: f32_to_f16(values.data(), static_cast<uint16_t*>(dst), values.size()); break;
-    case DType::kBF16: f32_to_bf16(values.data(), static_cast<uint16_t*>(dst), values.size()); break;
+    case DType::kF32:
+      std::memcpy(dst, values.data(), nbytes());
+      break;
+    case DType::kF16:
+      f32_to_f16(values.data(), static_cast<uint16_t*>(dst), values.size());
+      break;
+    case DType::kBF16:
+      f32_to_bf16(values.data(), static_cast<uint16_t*>(dst), values.size());
+      break;
     case DType::kI32:
       for (size_t i = 0; i < values.size(); ++i) {
         static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(values[i]);

@@ -13,8 +13,8 @@ namespace {
 
 // y = alpha * x, recorded by hand (the runtime has no ops of its own).
 Tensor scaled(const Tensor& x, float alpha, Tensor saved = Tensor()) {
-  Tensor y = Tensor::empty(x.shape(), DType::kF32, x.allocator(), MemoryCategory::kActivations,
-                           "scaled");
+  Tensor y =
+      Tensor::empty(x.shape(), DType::kF32, x.allocator(), MemoryCategory::kActivations, "scaled");
   std::vector<float> v = x.to_vector();
   for (float& e : v) e *= alpha;
   y.copy_from(v);
@@ -96,9 +96,8 @@ TEST(Autograd, EarlierNodesSeeLaterSavedTensorsFreed) {
   size_t seen = 12345;
   // Node 1 (runs last in backward) measures activations.
   Tensor h = Tensor::zeros({4}, DType::kF32, allocator, MemoryCategory::kOther, "h");
-  record_op("measure", {&x}, {&h}, [&](BackwardContext&) {
-    seen = tracker.current(MemoryCategory::kActivations);
-  });
+  record_op("measure", {&x}, {&h},
+            [&](BackwardContext&) { seen = tracker.current(MemoryCategory::kActivations); });
   // Node 2 saves an 8 KB activation that nothing else holds.
   Tensor y;
   {

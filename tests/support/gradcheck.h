@@ -50,6 +50,7 @@ inline double weighted_sum(const Tensor& out, const std::vector<double>& weights
 // Returns the number of mismatching elements (and reports each through gtest, capped).
 inline int check_gradients(const OpFn& fn, const std::vector<Tensor>& inputs,
                            GradCheckOptions options = {}) {
+  current_tape().clear();  // one graph at a time (see runtime/autograd.h)
   // Analytic gradients: backward of Σ w·out, seeded by setting out's gradient through a
   // weighted-sum node built from a leaf weight tensor.
   for (const Tensor& in : inputs) {

@@ -1,0 +1,160 @@
+// linear and matmul: forward and backward as GEMMs on fp32 data.
+//
+// Backward of y = x·W^T + b: dx = dy·W (M×K), dW = dy^T·x (N×K), db = Σ_rows dy. Each GEMM
+// writes straight into the gradient sink with beta = 1 when accumulating (no temporary) when
+// the sink is fp32.
+#include "ops/linear.h"
+
+#include <algorithm>
+
+#include "ops/cpu/gemm.h"
+#include "ops/op_utils.h"
+
+namespace zs::ops {
+
+using detail::as_f32;
+using detail::f32_grad_buffer;
+using detail::finish_grad;
+
+namespace {
+
+// Rows of dy summed into db (fp32), adding when `accumulate`.
+void bias_grad(const float* dy, int64_t rows, int64_t cols, float* db, bool accumulate) {
+  if (!accumulate) {
+    for (int64_t j = 0; j < cols; ++j) db[j] = 0.0f;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = dy + i * cols;
+    for (int64_t j = 0; j < cols; ++j) db[j] += row[j];
+  }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_float_input("linear", "x", x);
+  detail::check_float_input("linear", "weight", weight);
+  ZS_CHECK(x.dim() >= 1, "linear: x ", x.describe(), " needs at least one dimension");
+  ZS_CHECK(weight.dim() == 2, "linear: weight ", weight.describe(),
+           " must be 2-D [out_features, in_features]");
+  const int64_t k = x.size(-1);
+  const int64_t n = weight.size(0);
+  ZS_CHECK(weight.size(1) == k, "linear: x ", x.describe(), " has ", k,
+           " input features but weight ", weight.describe(), " expects ", weight.size(1));
+  detail::check_same_dtype("linear", x, weight);
+  if (bias.defined()) {
+    detail::check_float_input("linear", "bias", bias);
+    ZS_CHECK(bias.dim() == 1 && bias.size(0) == n, "linear: bias ", bias.describe(), " must be [",
+             n, "] to match weight ", weight.describe());
+    detail::check_same_dtype("linear", x, bias);
+  }
+  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = n;
+  Tensor y = detail::new_output(out_shape, x.dtype(), x, "linear");
+
+  Tensor x32 = as_f32(x);
+  Tensor w32 = as_f32(weight);
+  Tensor y32 =
+      x.dtype() == DType::kF32 ? y : detail::new_workspace(out_shape, x, "linear fp32 out");
+  float* yp = y32.data<float>();
+  float beta = 0.0f;
+  if (bias.defined()) {
+    Tensor b32 = as_f32(bias);
+    const float* bp = b32.data<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) yp[i * n + j] = bp[j];
+    }
+    beta = 1.0f;
+  }
+  cpu::sgemm(false, true, m, n, k, 1.0f, x32.data<float>(), k, w32.data<float>(), k, beta, yp, n);
+  if (x.dtype() != DType::kF32) detail::store_f32(y, yp);
+
+  if (needs_grad({&x, &weight, &bias})) {
+    // Save the inputs (handles share storage: no copy).
+    record_op("linear", {&x, &weight, &bias}, {&y}, [x, weight, m, n, k](BackwardContext& ctx) {
+      Tensor dy = ctx.grad_output(0);
+      Tensor dy32 = as_f32(dy);
+      const float* dyp = dy32.data<float>();
+      if (GradSink sink = ctx.grad_input(0)) {
+        auto dx = f32_grad_buffer(sink, dy);
+        Tensor w32 = as_f32(weight);
+        cpu::sgemm(false, false, m, k, n, 1.0f, dyp, n, w32.data<float>(), k,
+                   dx.accumulate ? 1.0f : 0.0f, dx.buffer.data<float>(), k);
+        finish_grad(sink, dx);
+      }
+      if (GradSink sink = ctx.grad_input(1)) {
+        auto dw = f32_grad_buffer(sink, dy);
+        Tensor x32 = as_f32(x);
+        cpu::sgemm(true, false, n, k, m, 1.0f, dyp, n, x32.data<float>(), k,
+                   dw.accumulate ? 1.0f : 0.0f, dw.buffer.data<float>(), k);
+        finish_grad(sink, dw);
+      }
+      if (GradSink sink = ctx.grad_input(2)) {
+        auto db = f32_grad_buffer(sink, dy);
+        bias_grad(dyp, m, n, db.buffer.data<float>(), db.accumulate);
+        finish_grad(sink, db);
+      }
+    });
+  }
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  detail::check_float_input("matmul", "a", a);
+  detail::check_float_input("matmul", "b", b);
+  ZS_CHECK(a.dim() == 2 && b.dim() == 2, "matmul: needs 2-D tensors, got ", a.describe(), " and ",
+           b.describe());
+  detail::check_same_dtype("matmul", a, b);
+  const int64_t m = trans_a ? a.size(1) : a.size(0);
+  const int64_t k = trans_a ? a.size(0) : a.size(1);
+  const int64_t kb = trans_b ? b.size(1) : b.size(0);
+  const int64_t n = trans_b ? b.size(0) : b.size(1);
+  ZS_CHECK(k == kb, "matmul: inner dimensions differ: op(a) is [", m, ", ", k, "] and op(b) is [",
+           kb, ", ", n, "] (a ", a.describe(), ", b ", b.describe(), ")");
+  Tensor c = detail::new_output({m, n}, a.dtype(), a, "matmul");
+  Tensor a32 = as_f32(a);
+  Tensor b32 = as_f32(b);
+  Tensor c32 = a.dtype() == DType::kF32 ? c : detail::new_workspace({m, n}, a, "matmul fp32 out");
+  cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, a32.data<float>(), a.size(1), b32.data<float>(),
+             b.size(1), 0.0f, c32.data<float>(), n);
+  if (a.dtype() != DType::kF32) detail::store_f32(c, c32.data<float>());
+
+  if (needs_grad({&a, &b})) {
+    record_op("matmul", {&a, &b}, {&c}, [a, b, trans_a, trans_b, m, n, k](BackwardContext& ctx) {
+      Tensor dc32 = as_f32(ctx.grad_output(0));
+      const float* dc = dc32.data<float>();
+      if (GradSink sink = ctx.grad_input(0)) {
+        // op(a) = dc · op(b)^T; if trans_a, a = (dc · op(b)^T)^T = op(b) · dc^T.
+        auto da = f32_grad_buffer(sink, dc32);
+        Tensor b32 = as_f32(b);
+        const float beta = da.accumulate ? 1.0f : 0.0f;
+        if (!trans_a) {
+          cpu::sgemm(false, !trans_b, m, k, n, 1.0f, dc, n, b32.data<float>(), b.size(1), beta,
+                     da.buffer.data<float>(), k);
+        } else {
+          cpu::sgemm(trans_b, true, k, m, n, 1.0f, b32.data<float>(), b.size(1), dc, n, beta,
+                     da.buffer.data<float>(), m);
+        }
+        finish_grad(sink, da);
+      }
+      if (GradSink sink = ctx.grad_input(1)) {
+        // op(b) = op(a)^T · dc; if trans_b, b = dc^T · op(a).
+        auto db = f32_grad_buffer(sink, dc32);
+        Tensor a32 = as_f32(a);
+        const float beta = db.accumulate ? 1.0f : 0.0f;
+        if (!trans_b) {
+          cpu::sgemm(!trans_a, false, k, n, m, 1.0f, a32.data<float>(), a.size(1), dc, n, beta,
+                     db.buffer.data<float>(), n);
+        } else {
+          cpu::sgemm(true, trans_a, n, k, m, 1.0f, dc, n, a32.data<float>(), a.size(1), beta,
+                     db.buffer.data<float>(), k);
+        }
+        finish_grad(sink, db);
+      }
+    });
+  }
+  return c;
+}
+
+}  // namespace zs::ops

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what zeroshard needs to build and test from Debian's packages, and nothing that is
+# already there. Idempotent; runs as root or through sudo. Usage: scripts/setup.sh
+set -euo pipefail
+
+packages=(
+  g++ make cmake pkg-config ccache
+  libeigen3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libopenblas-dev
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
