@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "models/transformer.h"
 #include "ops/cpu/gemm.h"
 #include "ops/elementwise.h"
@@ -55,9 +56,12 @@ int main(int argc, char** argv) {
   const int64_t max_t = argc > 2 ? std::atoll(argv[2]) : 1024;
   zs::ops::cpu::set_intra_op_threads(threads);
   const int64_t batch = 4, c = 768, heads = 12;
-  std::printf("GPT-2-small block fwd+bwd, B=%lld C=%lld heads=%lld, %d thread(s), gemm=%s\n",
-              static_cast<long long>(batch), static_cast<long long>(c),
-              static_cast<long long>(heads), threads, zs::ops::cpu::gemm_backend_name());
+  const double peak = zs::bench::fma_peak_gflops(threads, 200);
+  std::printf(
+      "GPT-2-small block fwd+bwd, B=%lld C=%lld heads=%lld, %d thread(s), gemm=%s, FMA peak "
+      "(%s) %.1f GFLOP/s\n",
+      static_cast<long long>(batch), static_cast<long long>(c), static_cast<long long>(heads),
+      threads, zs::ops::cpu::gemm_backend_name(), zs::bench::kIsa, peak);
   std::printf("%6s %10s %12s %14s %16s %10s %14s\n", "T", "ms", "GFLOP/s", "raw GEMM GF/s",
               "block/raw GEMM", "attn %", "peak act MiB");
   for (int64_t seq = 64; seq <= max_t; seq *= 2) {

@@ -9,7 +9,6 @@
 // implementations are interleaved so slow phases of the machine hit all of them alike. Peak is the
 // single-core FMA throughput measured below, times the threads used. Prints; never asserts.
 // OpenBLAS columns need OpenBLAS at configure time (bench/CMakeLists.txt), whatever ZS_GEMM is.
-#include <immintrin.h>
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -19,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -28,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "ops/cpu/gemm.h"
 
 #ifndef ZS_BENCH_OPENBLAS
@@ -59,78 +58,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// ---- FMA peak -------------------------------------------------------------------------------
-
-#if defined(__AVX512F__)
-using Vec = __m512;
-constexpr int kLanes = 16;
-// FMA latency 4 cycles x 2 FMA ports: at least 8 chains in flight; 16 leave margin and fit in the
-// 32 zmm registers with the two operands.
-constexpr int kChains = 16;
-inline Vec splat(float x) { return _mm512_set1_ps(x); }
-inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline float lane0(Vec v) { return _mm512_cvtss_f32(v); }
-constexpr const char* kIsa = "AVX-512";
-#elif defined(__AVX2__) && defined(__FMA__)
-using Vec = __m256;
-constexpr int kLanes = 8;
-constexpr int kChains = 12;  // 16 ymm registers: 12 chains + 2 operands
-inline Vec splat(float x) { return _mm256_set1_ps(x); }
-inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-inline float lane0(Vec v) { return _mm256_cvtss_f32(v); }
-constexpr const char* kIsa = "AVX2";
-#else
-#error "bench/gemm.cc needs AVX-512 or AVX2+FMA; configure with ZS_NATIVE=ON on such a CPU"
-#endif
-
-// GFLOP/s of `iterations` rounds of kChains independent vector FMAs on the calling thread.
-double fma_loop_gflops(int64_t iterations) {
-  Vec acc[kChains];
-  for (int j = 0; j < kChains; ++j) acc[j] = splat(1.0f + 1e-3f * j);
-  // Multiply by ~1 and add ~0 so the values stay finite however long the loop runs.
-  Vec scale = splat(0.9999999f), shift = splat(1e-7f);
-  auto start = Clock::now();
-  for (int64_t i = 0; i < iterations; ++i) {
-#pragma GCC unroll 16
-    for (int j = 0; j < kChains; ++j) acc[j] = fma(acc[j], scale, shift);
-  }
-  double elapsed = seconds_since(start);
-  float sink = 0.0f;
-  for (int j = 0; j < kChains; ++j) sink += lane0(acc[j]);
-  volatile float keep = sink;  // the loop's result is used, so it is not optimized away
-  (void)keep;
-  return 2.0 * kLanes * kChains * static_cast<double>(iterations) / elapsed * 1e-9;
-}
-
-// Best aggregate FMA GFLOP/s of `threads` threads running the loop at once: all the threads' flops
-// over the wall time from a common start to the last one's end. Runs are short (~2 ms) and many, so
-// the best one is likely to have had the cores to itself on a busy machine.
-double fma_peak_gflops(int threads, int repeats) {
-  const int64_t iterations = 200'000;  // 51 MFLOP per thread
-  double best = 0.0;
-  for (int r = 0; r < repeats; ++r) {
-    std::atomic<int> ready{0};
-    std::atomic<bool> go{false};
-    std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        ready.fetch_add(1);
-        while (!go.load()) {
-        }
-        fma_loop_gflops(iterations);
-      });
-    }
-    while (ready.load() < threads) {
-    }
-    auto start = Clock::now();
-    go.store(true);
-    for (auto& worker : workers) worker.join();
-    double flops = 2.0 * kLanes * kChains * static_cast<double>(iterations) * threads;
-    best = std::max(best, flops / seconds_since(start) * 1e-9);
-  }
-  return best;
 }
 
 // ---- GEMM implementations --------------------------------------------------------------------
@@ -408,6 +335,7 @@ int run(int argc, char** argv) {
     }
   }
 
+  settle();
   std::printf(
       "\n2 ranks-as-threads at once, 1 intra-op thread each (aggregate GFLOP/s, %% of "
       "2 x 1-core peak)\n");

@@ -5,16 +5,18 @@
 // splits the work across omp_get_max_threads() of the calling thread, i.e. intra_op_threads().
 //
 // OpenBLAS backend: a direct cblas_sgemm, which takes strides and beta itself (Eigen built with
-// EIGEN_USE_BLAS would add a pass over C for beta and is no faster). OpenBLAS's own threading
+// EIGEN_USE_BLAS adds a pass over C for beta and measured no faster). OpenBLAS's own threading
 // cannot follow a per-rank setting in Debian's default build: libopenblas0-pthread reads one
-// process-wide thread count (openblas_set_num_threads), so with its default of all cores two ranks
-// calling at once would run 2 x cores threads, and concurrent multi-threaded calls queue on its
-// server. So OpenBLAS always runs single-threaded here, and sgemm splits C into intra_op_threads()
-// blocks over the calling thread's own OpenMP team, one single-threaded cblas_sgemm per block. To
-// keep OpenBLAS single-threaded, the pthread build's global count is pinned to 1 (re-checked every
-// call, since anything in the process may change it); the OpenMP build (libopenblas0-openmp)
-// follows the caller's nthreads ICV, which is set to 1 around each call and restored. The same code
-// is then right whichever libopenblas.so.0 the Debian alternatives system points at.
+// process-wide thread count (openblas_set_num_threads, default all cores), so two ranks calling at
+// once would each fan out over all cores. The OpenMP build (libopenblas0-openmp) does follow the
+// caller's omp_get_max_threads(), but two concurrent multi-threaded calls share one buffer set and
+// measured half the throughput of one. So OpenBLAS always runs single-threaded here, and sgemm
+// splits C into intra_op_threads() blocks over the calling thread's own OpenMP team, one
+// single-threaded cblas_sgemm per block; on 2 cores this matches OpenBLAS's own 2-thread speed
+// (bench/gemm.cc). To keep OpenBLAS single-threaded, the pthread build's global count is pinned to
+// 1 (re-checked every call, since anything in the process may change it); for the OpenMP build
+// the caller's nthreads ICV is set to 1 around each call and restored. The same code is then right
+// whichever libopenblas.so.0 the Debian alternatives system points at.
 //
 // Everything here is thread-safe; the only state is OpenBLAS's global thread count, which is only
 // ever set to 1.
@@ -111,7 +113,9 @@ void backend_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   int64_t split_extent = split_rows ? m : n;
   double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   int64_t max_by_extent = (split_extent + kSplitAlign - 1) / kSplitAlign;
-  int64_t threads = std::min<int64_t>(intra_op_threads(), max_by_extent);
+  // Inside a parallel region (say, one sgemm per attention head) the caller's team is the split.
+  int64_t budget = omp_in_parallel() ? 1 : intra_op_threads();
+  int64_t threads = std::min<int64_t>(budget, max_by_extent);
   if (macs < static_cast<double>(threads) * kMinMacsPerThread) {
     threads = std::max<int64_t>(1, static_cast<int64_t>(macs / kMinMacsPerThread));
   }
@@ -119,7 +123,8 @@ void backend_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     blas_on_calling_thread(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#pragma omp parallel num_threads(static_cast <int>(threads))
+  const int team_size = static_cast<int>(threads);
+#pragma omp parallel num_threads(team_size)
   {
     // The runtime may give fewer threads than asked; split over the team actually running.
     auto [begin, end] = block_range(split_extent, omp_get_thread_num(), omp_get_num_threads());
@@ -221,6 +226,7 @@ IntraOpThreadsScope::IntraOpThreadsScope(int n) : previous_(intra_op_threads()) 
   set_intra_op_threads(n);
 }
 
-IntraOpThreadsScope::~IntraOpThreadsScope() { set_intra_op_threads(previous_); }
+// previous_ came from omp_get_max_threads(), so it is valid and nothing here can throw.
+IntraOpThreadsScope::~IntraOpThreadsScope() { omp_set_num_threads(previous_); }
 
 }  // namespace zs::ops::cpu

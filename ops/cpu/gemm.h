@@ -10,9 +10,11 @@
 // thread's OpenMP nthreads ICV, which Eigen's GEMM and the ops' `omp parallel` loops read too, so
 // one setting governs all CPU work of a rank. sgemm uses at most intra_op_threads() threads of the
 // calling thread and never grows a shared pool: with the OpenBLAS backend, OpenBLAS runs single-
-// threaded inside each of those threads (see gemm.cc for why and how). A thread that never calls
-// set_intra_op_threads gets the process default (OMP_NUM_THREADS, else the number of cores), so a
-// process running R ranks as threads on P cores should give each rank P / R threads.
+// threaded inside each of those threads (see gemm.cc for why and how). Called inside an OpenMP
+// parallel region (e.g. one sgemm per attention head in an `omp parallel for`), sgemm runs on the
+// calling thread alone: the enclosing team already uses the rank's threads. A thread that never
+// calls set_intra_op_threads gets the process default (OMP_NUM_THREADS, else the number of cores),
+// so a process running R ranks as threads on P cores should give each rank P / R threads.
 //
 // Thread-safety: every function here may be called from any number of threads at once; concurrent
 // sgemm calls must write disjoint C.

@@ -1,11 +1,13 @@
 // Tests of ops/cpu/gemm.h: sgemm against a naive double-precision reference on all four transpose
 // combinations, odd sizes, padded and strided leading dimensions, the beta = 0 / beta = 1 / k = 0
-// contracts, argument checks, and the per-thread intra-op thread setting with two ranks-as-threads
-// calling at once. Whatever backend this build chose (ZS_GEMM) is the one under test.
+// contracts, argument checks, calls from inside an OpenMP parallel region, and the per-thread
+// intra-op thread setting with two ranks-as-threads calling at once. Whatever backend this build
+// chose (ZS_GEMM) is the one under test.
 #include "ops/cpu/gemm.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -162,6 +164,23 @@ TEST(Sgemm, TwoIntraOpThreadsMatchReference) {
       expect_matches_reference({trans_a, trans_b, 257, 131, 161, 1.0f, 0.0f, 3});
       expect_matches_reference({trans_a, trans_b, 131, 257, 161, 2.0f, 1.0f, 0});
     }
+}
+
+// Attention-style use: one sgemm per head inside the op's own `omp parallel for`, with shapes
+// that would be split if called alone. Each call must still be right.
+TEST(Sgemm, CallsInsideAnOpenMpParallelRegion) {
+  IntraOpThreadsScope threads(2);
+  constexpr int kHeads = 4;
+  std::vector<int64_t> mismatches(kHeads, -1);
+  std::vector<std::string> first_mismatch(kHeads);
+#pragma omp parallel for num_threads(2)
+  for (int head = 0; head < kHeads; ++head) {
+    mismatches[head] = run_and_compare({head % 2 == 1, head / 2 == 1, 257, 131, 161, 1.0f, 0.0f, 1},
+                                       static_cast<uint32_t>(50 + head), &first_mismatch[head]);
+  }
+  for (int head = 0; head < kHeads; ++head) {
+    EXPECT_EQ(mismatches[head], 0) << "head " << head << ": " << first_mismatch[head];
+  }
 }
 
 TEST(Sgemm, BetaZeroNeverReadsNaNInC) {
