@@ -14,18 +14,9 @@
 #include "runtime/half.h"
 
 #if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
-// GCC 12's AVX-512 intrinsics fill their unused merge operand from a self-initialised variable
-// (_mm512_undefined_epi32), and once inlined it is reported as -Wmaybe-uninitialized inside the
-// compiler's own header (GCC PR 105593, fixed in later releases). The warning is off for the
-// header only, so the code in this file is still checked.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// GCC 12 reports -Wmaybe-uninitialized inside this header's AVX-512 intrinsics once they are
+// inlined (GCC PR 105593); zs_warnings in the top-level CMakeLists.txt turns it off for GCC < 13.
 #include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 #include <cstring>

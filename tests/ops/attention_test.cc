@@ -19,11 +19,14 @@
 #include "runtime/autograd.h"
 #include "runtime/memory_tracker.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs::ops {
 namespace {
 
+using zs::testing::backward_from;
 using zs::testing::check_gradients;
+using zs::testing::OpTest;
 using zs::testing::random_tensor;
 
 struct Dims {
@@ -69,12 +72,8 @@ std::vector<double> reference_attention(const std::vector<float>& qkv, const Dim
   return out;
 }
 
-class AttentionTest : public ::testing::Test {
+class AttentionTest : public OpTest {
  protected:
-  // Forward-only calls leave nodes on this thread's tape that hold tensors of allocator_; drop
-  // them before the allocator goes away.
-  void TearDown() override { current_tape().clear(); }
-
   Tensor qkv_for(const Dims& d, uint32_t seed, float range = 1.0f) {
     return random_tensor({d.batch, d.seq, 3 * d.channels}, allocator_, seed, -range, range);
   }
@@ -105,21 +104,7 @@ class AttentionTest : public ::testing::Test {
     for (size_t i = 0; i < outs.size(); ++i) {
       seeds.push_back(tensor_of(outs[i].shape(), outs[i].dtype(), grads[i]));
     }
-    Tensor loss = Tensor::zeros({1}, DType::kF32, allocator_, "loss").detach();
-    const Tensor* first = &outs[0];
-    const Tensor* second = outs.size() > 1 ? &outs[1] : nullptr;
-    record_op("test_seed", {first, second}, {&loss}, [seeds](BackwardContext& ctx) {
-      for (size_t i = 0; i < seeds.size(); ++i) {
-        if (GradSink sink = ctx.grad_input(i)) {
-          if (sink.accumulate) {
-            accumulate_into(sink.buffer, seeds[i]);
-          } else {
-            sink.buffer.copy_from(seeds[i].to_vector());
-          }
-        }
-      }
-    });
-    backward(loss);
+    backward_from(outs, seeds);
   }
   static std::vector<float> random_values(size_t n, uint32_t seed) {
     std::mt19937 gen(seed);
@@ -143,9 +128,6 @@ class AttentionTest : public ::testing::Test {
     }
     EXPECT_EQ(failures, 0);
   }
-
-  MemoryTracker tracker_;
-  CpuAllocator allocator_{&tracker_};
 };
 
 // ---- gradients --------------------------------------------------------------------------------

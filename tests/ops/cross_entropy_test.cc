@@ -15,21 +15,18 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs {
 namespace {
 
 using testing::check_gradients;
+using testing::converted;
+using testing::invalid_argument_message;
+using testing::OpTest;
 using testing::random_tensor;
 
 constexpr int32_t kIgnore = ops::kDefaultIgnoreIndex;
-
-Tensor converted(const Tensor& t, DType dtype, bool requires_grad) {
-  Tensor out = Tensor::empty(t.shape(), dtype, t.allocator(), MemoryCategory::kOther, "converted");
-  out.copy_from(t.to_vector());
-  out.set_requires_grad(requires_grad);
-  return out;
-}
 
 Tensor make_targets(const std::vector<int32_t>& values, Allocator& allocator) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32, allocator,
@@ -78,24 +75,7 @@ Reference reference_cross_entropy(const std::vector<float>& logits,
   return ref;
 }
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument thrown>";
-}
-
-class CrossEntropyTest : public ::testing::Test {
- protected:
-  // Nodes a test records without running backward hold tensors from allocator_: drop them
-  // before the allocator dies (the tape is thread-local and outlives the test).
-  void TearDown() override { current_tape().clear(); }
-
-  MemoryTracker tracker_;
-  CpuAllocator allocator_{&tracker_};
-};
+class CrossEntropyTest : public OpTest {};
 
 TEST_F(CrossEntropyTest, MatchesDoubleReferenceWithIgnoredRows) {
   // fp32 lse per row is good to a few ulps of its magnitude (~3); the mean of 7 rows likewise:
@@ -237,11 +217,11 @@ TEST_F(CrossEntropyTest, HalfPrecisionLogits) {
 
 TEST_F(CrossEntropyTest, OutOfRangeTargetsNameRowAndValue) {
   Tensor logits = random_tensor({4, 13}, allocator_, 140, -1.0f, 1.0f, false);
-  const std::string too_big = message_of([&] {
+  const std::string too_big = invalid_argument_message([&] {
     ops::cross_entropy(logits, make_targets({0, 1, 13, 2}, allocator_));
   });
   EXPECT_NE(too_big.find("targets[2] = 13"), std::string::npos) << too_big;
-  const std::string negative = message_of([&] {
+  const std::string negative = invalid_argument_message([&] {
     ops::cross_entropy(logits, make_targets({0, -1, 3, 2}, allocator_));
   });
   EXPECT_NE(negative.find("targets[1] = -1"), std::string::npos) << negative;

@@ -26,12 +26,15 @@
 #include "runtime/half.h"
 #include "runtime/rng.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs::ops {
 namespace {
 
 using testing::check_gradients;
+using testing::converted;
 using testing::GradCheckOptions;
+using testing::OpTest;
 using testing::random_tensor;
 
 // Sizes that take the parallel paths of ops/elementwise.cc (which start at 2^15 elements):
@@ -39,10 +42,8 @@ using testing::random_tensor;
 constexpr int64_t kParallel = 40009;
 constexpr int64_t kLarge = (int64_t{1} << 20) + 3;
 
-class ElementwiseTest : public ::testing::Test {
- public:
-  CpuAllocator allocator_{nullptr};
-
+class ElementwiseTest : public OpTest {
+ protected:
   Tensor tensor(const Shape& shape, DType dtype, const std::vector<float>& values,
                 bool requires_grad = false) {
     Tensor t = Tensor::empty(shape, dtype, allocator_, MemoryCategory::kOther, "input");
@@ -53,8 +54,6 @@ class ElementwiseTest : public ::testing::Test {
   Tensor random(const Shape& shape, uint32_t seed, bool requires_grad = true) {
     return random_tensor(shape, allocator_, seed, -1.0f, 1.0f, requires_grad);
   }
-  // The same values as `t`, converted to `dtype` (rounded to nearest even).
-  Tensor converted(const Tensor& t, DType dtype) { return tensor(t.shape(), dtype, t.to_vector()); }
 };
 
 std::vector<uint8_t> raw_bytes(const Tensor& t) {
@@ -293,18 +292,18 @@ TEST_F(ElementwiseTest, ForwardValuesMatchReference) {
 }
 
 // op on 16-bit inputs == (op on the fp32 values of those inputs) rounded once to 16 bits.
-void expect_16bit_matches_fp32(ElementwiseTest* test, const std::vector<Tensor>& fp32_inputs,
-                               const testing::OpFn& fn, const char* what) {
+void expect_16bit_matches_fp32(const std::vector<Tensor>& fp32_inputs, const testing::OpFn& fn,
+                               const char* what) {
   for (DType dtype : {DType::kF16, DType::kBF16}) {
     std::vector<Tensor> narrow, widened;
     for (const Tensor& t : fp32_inputs) {
-      Tensor n = test->converted(t, dtype);
+      Tensor n = converted(t, dtype);
       narrow.push_back(n);
-      widened.push_back(test->converted(n, DType::kF32));  // exact
+      widened.push_back(converted(n, DType::kF32));  // exact
     }
     Tensor y16 = fn(narrow);
     ASSERT_EQ(y16.dtype(), dtype) << what;
-    Tensor expected = test->converted(fn(widened), dtype);
+    Tensor expected = converted(fn(widened), dtype);
     EXPECT_EQ(bits16(y16), bits16(expected)) << what << " " << dtype_name(dtype);
   }
 }
@@ -317,17 +316,17 @@ TEST_F(ElementwiseTest, HalfPrecisionInputsRoundTheFp32ResultOnce) {
   Tensor big2 = random({kParallel}, 94, false);
   const RngKey key = rng_key(3, "dropout", 1);
   expect_16bit_matches_fp32(
-      this, {a, b}, [](auto& in) { return add(in[0], in[1]); }, "add");
+      {a, b}, [](auto& in) { return add(in[0], in[1]); }, "add");
   expect_16bit_matches_fp32(
-      this, {big, big2}, [](auto& in) { return add(in[0], in[1]); }, "add");
+      {big, big2}, [](auto& in) { return add(in[0], in[1]); }, "add");
   expect_16bit_matches_fp32(
-      this, {a, b}, [](auto& in) { return mul(in[0], in[1]); }, "mul");
+      {a, b}, [](auto& in) { return mul(in[0], in[1]); }, "mul");
   expect_16bit_matches_fp32(
-      this, {a}, [](auto& in) { return scale(in[0], 1.7f); }, "scale");
+      {a}, [](auto& in) { return scale(in[0], 1.7f); }, "scale");
   expect_16bit_matches_fp32(
-      this, {a, bias}, [](auto& in) { return add_bias(in[0], in[1]); }, "add_bias");
+      {a, bias}, [](auto& in) { return add_bias(in[0], in[1]); }, "add_bias");
   expect_16bit_matches_fp32(
-      this, {big}, [key](auto& in) { return dropout(in[0], 0.2f, key); }, "dropout");
+      {big}, [key](auto& in) { return dropout(in[0], 0.2f, key); }, "dropout");
 }
 
 TEST_F(ElementwiseTest, HalfPrecisionGradients) {

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,33 +18,17 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs {
 namespace {
 
+using testing::backward_from;
 using testing::check_gradients;
+using testing::converted;
+using testing::invalid_argument_message;
+using testing::OpTest;
 using testing::random_tensor;
-
-void backward_from(const Tensor& out, const Tensor& seed) {
-  Tensor loss = Tensor::zeros({1}, DType::kF32, out.allocator(), "loss");
-  record_op("seed", {&out}, {&loss}, [seed](BackwardContext& ctx) {
-    GradSink sink = ctx.grad_input(0);
-    if (!sink) return;
-    if (sink.accumulate) {
-      accumulate_into(sink.buffer, seed);
-    } else {
-      sink.buffer.copy_from(seed.to_vector());
-    }
-  });
-  backward(loss);
-}
-
-Tensor converted(const Tensor& t, DType dtype, bool requires_grad) {
-  Tensor out = Tensor::empty(t.shape(), dtype, t.allocator(), MemoryCategory::kOther, "converted");
-  out.copy_from(t.to_vector());
-  out.set_requires_grad(requires_grad);
-  return out;
-}
 
 Tensor make_ids(const Shape& shape, const std::vector<int32_t>& values, Allocator& allocator) {
   Tensor t = Tensor::empty(shape, DType::kI32, allocator, MemoryCategory::kOther, "ids");
@@ -55,24 +38,7 @@ Tensor make_ids(const Shape& shape, const std::vector<int32_t>& values, Allocato
   return t;
 }
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument thrown>";
-}
-
-class EmbeddingTest : public ::testing::Test {
- protected:
-  // Nodes a test records without running backward hold tensors from allocator_: drop them
-  // before the allocator dies (the tape is thread-local and outlives the test).
-  void TearDown() override { current_tape().clear(); }
-
-  MemoryTracker tracker_;
-  CpuAllocator allocator_{&tracker_};
-};
+class EmbeddingTest : public OpTest {};
 
 TEST_F(EmbeddingTest, GathersRows) {
   const int64_t vocab = 6;
@@ -230,12 +196,12 @@ TEST_F(EmbeddingTest, BackwardDoesNotDependOnThreadCount) {
 
 TEST_F(EmbeddingTest, OutOfRangeIdsNamePositionValueAndV) {
   Tensor table = random_tensor({7, 3}, allocator_, 270, -1.0f, 1.0f, false);
-  const std::string too_big = message_of([&] {
+  const std::string too_big = invalid_argument_message([&] {
     ops::embedding(table, make_ids({2, 2}, {0, 1, 2, 9}, allocator_));
   });
   EXPECT_NE(too_big.find("ids[1, 1] = 9"), std::string::npos) << too_big;
   EXPECT_NE(too_big.find("V = 7"), std::string::npos) << too_big;
-  const std::string negative = message_of([&] {
+  const std::string negative = invalid_argument_message([&] {
     ops::embedding(table, make_ids({3}, {0, -2, 1}, allocator_));
   });
   EXPECT_NE(negative.find("ids[1] = -2"), std::string::npos) << negative;

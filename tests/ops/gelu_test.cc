@@ -18,38 +18,17 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs {
 namespace {
 
+using testing::backward_from;
 using testing::check_gradients;
+using testing::converted;
+using testing::one_ulp_tolerance;
+using testing::OpTest;
 using testing::random_tensor;
-
-void backward_from(const Tensor& out, const Tensor& seed) {
-  Tensor loss = Tensor::zeros({1}, DType::kF32, out.allocator(), "loss");
-  record_op("seed", {&out}, {&loss}, [seed](BackwardContext& ctx) {
-    GradSink sink = ctx.grad_input(0);
-    if (!sink) return;
-    if (sink.accumulate) {
-      accumulate_into(sink.buffer, seed);
-    } else {
-      sink.buffer.copy_from(seed.to_vector());
-    }
-  });
-  backward(loss);
-}
-
-Tensor converted(const Tensor& t, DType dtype, bool requires_grad) {
-  Tensor out = Tensor::empty(t.shape(), dtype, t.allocator(), MemoryCategory::kOther, "converted");
-  out.copy_from(t.to_vector());
-  out.set_requires_grad(requires_grad);
-  return out;
-}
-
-double one_ulp_tolerance(DType dtype, double reference) {
-  const double relative = dtype == DType::kF16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
-  return relative * std::fabs(reference) + 1e-7;
-}
 
 // GPT-2's formula, literally, in double.
 double reference_gelu(double x) {
@@ -61,15 +40,7 @@ const std::vector<float> kSamplePoints = {
     -30.0f, -10.0f, -6.0f, -4.0f, -3.0f, -2.0f, -1.5f, -1.0f, -0.5f, -0.1f, -1e-4f, 0.0f,
     1e-4f,  0.1f,   0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,  10.0f, 30.0f,  1000.0f};
 
-class GeluTest : public ::testing::Test {
- protected:
-  // Nodes a test records without running backward hold tensors from allocator_: drop them
-  // before the allocator dies (the tape is thread-local and outlives the test).
-  void TearDown() override { current_tape().clear(); }
-
-  MemoryTracker tracker_;
-  CpuAllocator allocator_{&tracker_};
-};
+class GeluTest : public OpTest {};
 
 TEST_F(GeluTest, ValuesMatchTanhFormulaInDouble) {
   // The fp32 evaluation (as x·σ(2u)) has a relative error of a few ulp near 0, growing to about

@@ -22,40 +22,17 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
 
 namespace zs {
 namespace {
 
+using testing::backward_from;
 using testing::check_gradients;
+using testing::converted;
+using testing::one_ulp_tolerance;
+using testing::OpTest;
 using testing::random_tensor;
-
-// Runs backward with `seed` as the gradient of `out` (same shape).
-void backward_from(const Tensor& out, const Tensor& seed) {
-  Tensor loss = Tensor::zeros({1}, DType::kF32, out.allocator(), "loss");
-  record_op("seed", {&out}, {&loss}, [seed](BackwardContext& ctx) {
-    GradSink sink = ctx.grad_input(0);
-    if (!sink) return;
-    if (sink.accumulate) {
-      accumulate_into(sink.buffer, seed);
-    } else {
-      sink.buffer.copy_from(seed.to_vector());
-    }
-  });
-  backward(loss);
-}
-
-// A copy of `t` stored as `dtype` (rounded to nearest even), as a new leaf.
-Tensor converted(const Tensor& t, DType dtype, bool requires_grad) {
-  Tensor out = Tensor::empty(t.shape(), dtype, t.allocator(), MemoryCategory::kOther, "converted");
-  out.copy_from(t.to_vector());
-  out.set_requires_grad(requires_grad);
-  return out;
-}
-
-double one_ulp_tolerance(DType dtype, double reference) {
-  const double relative = dtype == DType::kF16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
-  return relative * std::fabs(reference) + 1e-7;
-}
 
 // y of one row in double.
 std::vector<double> reference_layernorm(const std::vector<float>& x,
@@ -78,15 +55,7 @@ std::vector<double> reference_layernorm(const std::vector<float>& x,
   return y;
 }
 
-class LayerNormTest : public ::testing::Test {
- protected:
-  // Nodes a test records without running backward hold tensors from allocator_: drop them
-  // before the allocator dies (the tape is thread-local and outlives the test).
-  void TearDown() override { current_tape().clear(); }
-
-  MemoryTracker tracker_;
-  CpuAllocator allocator_{&tracker_};
-};
+class LayerNormTest : public OpTest {};
 
 TEST_F(LayerNormTest, GradientsMatchFiniteDifferencesOnOddShapes) {
   const std::vector<Shape> shapes = {{1, 1}, {5, 1}, {3, 7}, {2, 3, 13}, {1, 3}};

@@ -15,6 +15,7 @@
 
 #include "runtime/autograd.h"
 #include "runtime/tensor.h"
+#include "tests/support/op_test.h"
 
 namespace zs::testing {
 
@@ -51,8 +52,7 @@ inline double weighted_sum(const Tensor& out, const std::vector<double>& weights
 inline int check_gradients(const OpFn& fn, const std::vector<Tensor>& inputs,
                            GradCheckOptions options = {}) {
   current_tape().clear();  // one graph at a time (see runtime/autograd.h)
-  // Analytic gradients: backward of Σ w·out, seeded by setting out's gradient through a
-  // weighted-sum node built from a leaf weight tensor.
+  // Analytic gradients: backward of Σ w·out.
   for (const Tensor& in : inputs) {
     if (in.requires_grad()) in.set_grad(Tensor());
   }
@@ -62,23 +62,10 @@ inline int check_gradients(const OpFn& fn, const std::vector<Tensor>& inputs,
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (double& w : weights) w = dist(gen);
   {
-    // d(Σ w·out)/d out = w: seed out's gradient directly, then run the tape.
+    // d(Σ w·out)/d out = w: seed out's gradient with the weights, then run the tape.
     Tensor seed_grad = Tensor::empty(out.shape(), out.dtype(), out.allocator(), "seed");
-    std::vector<float> wf(weights.begin(), weights.end());
-    seed_grad.copy_from(wf);
-    Tensor scalar = Tensor::zeros({1}, DType::kF32, out.allocator(), "scalar");
-    // A node whose backward hands `seed_grad` to `out`.
-    Tensor loss = scalar.detach();
-    record_op("gradcheck_seed", {&out}, {&loss}, [seed_grad](BackwardContext& ctx) {
-      if (GradSink sink = ctx.grad_input(0)) {
-        if (sink.accumulate) {
-          accumulate_into(sink.buffer, seed_grad);
-        } else {
-          sink.buffer.copy_from(seed_grad.to_vector());
-        }
-      }
-    });
-    backward(loss);
+    seed_grad.copy_from(std::vector<float>(weights.begin(), weights.end()));
+    backward_from(out, seed_grad);
   }
   int failures = 0;
   for (size_t which = 0; which < inputs.size(); ++which) {
