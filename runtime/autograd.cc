@@ -44,6 +44,15 @@ void record_op(const char* op, std::initializer_list<const Tensor*> inputs,
   t_tape.record(std::move(node));
 }
 
+void record_boundary(std::string op, BackwardFn backward) {
+  if (!t_grad_enabled) return;
+  TapeNode node;
+  node.op = std::move(op);
+  node.backward = std::move(backward);
+  node.always_run = true;
+  t_tape.record(std::move(node));
+}
+
 void backward(const Tensor& loss, float seed) { t_tape.backward(loss, seed); }
 
 Tensor BackwardContext::grad_output(size_t i) const {

@@ -104,6 +104,11 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 void record_op(const char* op, std::initializer_list<const Tensor*> inputs,
                std::initializer_list<const Tensor*> outputs, BackwardFn backward);
 
+// Records a node that runs in backward at its position on the tape whether or not gradients
+// reached it (no inputs or outputs): unit boundaries of the sharding layer. Runs only if grad
+// mode is on.
+void record_boundary(std::string op, BackwardFn backward);
+
 // backward() on the calling thread's tape.
 void backward(const Tensor& loss, float seed = 1.0f);
 

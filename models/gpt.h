@@ -1,0 +1,48 @@
+// A GPT-style causal language model written as Modules: token and position embeddings,
+// pre-LN Blocks, a final LayerNorm and an LM head tied to the token embedding (one parameter,
+// one gradient). Parameter names follow "wte", "wpe", "blocks.<i>.…", "ln_f.…".
+//
+// Set `causal = false` for a bidirectional encoder of the same shape. Not thread-safe: one
+// instance per rank.
+#pragma once
+
+#include <cstdint>
+
+#include "models/layers.h"
+#include "models/module.h"
+
+namespace zs::models {
+
+struct GptConfig {
+  int64_t vocab_size = 256;
+  int64_t context = 64;
+  int64_t width = 64;  // C
+  int64_t n_head = 4;
+  int64_t n_layer = 2;
+  bool causal = true;
+};
+
+class Gpt : public Module {
+ public:
+  explicit Gpt(const GptConfig& config);
+
+  // Mean next-token cross-entropy: ids and targets [B, T] int32 (targets -100 = ignore).
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+  Sequential& blocks() { return blocks_; }
+  const GptConfig& config() const { return config_; }
+  // FLOPs of one forward+backward over batch × seq tokens (matmuls and attention).
+  double train_flops(int64_t batch, int64_t seq) const;
+
+ protected:
+  // Logits [B·T, vocab] for ids [B, T] (int32).
+  Tensor forward(const Tensor& ids) override;
+
+ private:
+  GptConfig config_;
+  Parameter& wte_;
+  Parameter& wpe_;
+  Sequential& blocks_;
+  LayerNorm& ln_f_;
+};
+
+}  // namespace zs::models
