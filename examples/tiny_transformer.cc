@@ -15,6 +15,7 @@
 #include "models/transformer.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
+#include "optim/schedule.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd.h"
 #include "runtime/logging.h"

@@ -67,7 +67,8 @@ double Gpt::train_flops(int64_t batch, int64_t seq) const {
   const double c = static_cast<double>(config_.width);
   // Per layer and token: qkv 3C², proj C², MLP 8C² multiply-adds = 12C²; attention scores and
   // weighted values 2·T·C (full rows counted even when causal).
-  const double per_layer = 2 * tokens * (12 * c * c) + 2 * 2 * tokens * static_cast<double>(seq) * c;
+  const double per_layer =
+      2 * tokens * (12 * c * c) + 2 * 2 * tokens * static_cast<double>(seq) * c;
   const double head = 2 * tokens * c * static_cast<double>(config_.vocab_size);
   return 3 * (per_layer * static_cast<double>(config_.n_layer) + head);
 }

@@ -25,15 +25,18 @@ void InitRule::fill(float* out, uint64_t begin, size_t count, uint64_t seed,
 
 std::string InitRule::describe() const {
   switch (kind) {
-    case Kind::kConstant: return detail::concat("constant(", a, ")");
-    case Kind::kNormal: return detail::concat("normal(", a, ", ", b, ")");
-    case Kind::kUniform: return detail::concat("uniform(", a, ", ", b, ")");
+    case Kind::kConstant:
+      return detail::concat("constant(", a, ")");
+    case Kind::kNormal:
+      return detail::concat("normal(", a, ", ", b, ")");
+    case Kind::kUniform:
+      return detail::concat("uniform(", a, ", ", b, ")");
   }
   return "?";
 }
 
-Parameter::Parameter(Module* owner, std::string local_name, Shape shape, DType dtype,
-                     InitRule init, bool decay)
+Parameter::Parameter(Module* owner, std::string local_name, Shape shape, DType dtype, InitRule init,
+                     bool decay)
     : owner_(owner),
       local_name_(std::move(local_name)),
       shape_(std::move(shape)),
@@ -60,8 +63,8 @@ const Tensor& Parameter::tensor() const {
 void Parameter::bind(Tensor tensor) {
   // The dtype may differ from the declared one: under mixed precision the bound tensor is the
   // gathered compute copy (fp16/bf16) of fp32 master weights.
-  ZS_CHECK(tensor.shape() == shape_ && is_floating(tensor.dtype()), "parameter '", name(),
-           "' is ", shape_str(shape_), " but was bound to ", tensor.describe());
+  ZS_CHECK(tensor.shape() == shape_ && is_floating(tensor.dtype()), "parameter '", name(), "' is ",
+           shape_str(shape_), " but was bound to ", tensor.describe());
   tensor_ = std::move(tensor);
 }
 

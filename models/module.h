@@ -97,8 +97,7 @@ class Module {
   Tensor operator()(const Tensor& input);
 
   using PreHook = std::function<void(Module& module, const Tensor& input)>;
-  using PostHook =
-      std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  using PostHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
   void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void add_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
   void clear_hooks();

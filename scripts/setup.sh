@@ -7,6 +7,7 @@ packages=(
   g++ make cmake pkg-config ccache
   libeigen3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libopenblas-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -1,34 +1,67 @@
-// The AdamW update of one element, shared by the CPU optimizer loop and the CUDA kernel.
+// The AdamW update of one element, shared by the CPU optimizer loops (optim/adamw.cc) and the
+// CUDA kernel that will include this header, plus fused_mul_add, the rounding helper that every
+// optimizer's per-element math (ops/math/sgd.h too) is written with.
 //
-// Decoupled weight decay (Loshchilov & Hutter): w ← w − lr·(m̂ / (√v̂ + eps) + wd·w), with
-// m̂ = m / (1 − β1^t), v̂ = v / (1 − β2^t). The bias corrections are computed once per step by
-// the caller and passed in.
+// Decoupled weight decay (Loshchilov & Hutter), in PyTorch's order of operations:
+//   m ← β1·m + (1 − β1)·g
+//   v ← β2·v + (1 − β2)·g²
+//   w ← w·(1 − lr·wd) − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)
+// The per-step scalars (bias corrections, step size, decay factor) are computed once per step on
+// the host by the caller (optim/adamw.cc) and passed in an AdamWStep, so every element of every
+// shard on every rank sees the same scalars.
+//
+// Bitwise reproducibility. The update of element i depends only on element i's values and the
+// step's scalars. Every multiply-add is an explicit fused_mul_add, never a bare a·b + c: where
+// the target has a fused multiply-add instruction the compiler may otherwise contract a·b + c
+// differently in a vectorized loop body, its scalar epilogue and a plain reference loop (GCC
+// contracts across C++ expressions by default), so an element's result would depend on where a
+// shard boundary puts it. With explicit fused operations, or none at all on targets without the
+// instruction (where nothing can be contracted), the vector body, the epilogue, a plain loop in
+// another translation unit and nvcc (IEEE sqrtf and division by default) round identically.
+// Builds with and without FMA (ZS_NATIVE=OFF on a pre-Haswell x86 baseline) differ from each
+// other, as any two instruction sets may.
+//
+// Everything here is ZS_HOST_DEVICE inline, pure, and calls no host-only library function.
 #pragma once
 
 #include <math.h>
 
 #include "runtime/macros.h"
 
-namespace zs::math {
+namespace zs::ops::math {
 
-struct AdamWStep {
-  float lr;
-  float beta1;
-  float beta2;
-  float eps;
-  float weight_decay;      // applied only where the parameter's decay mask is set
-  float bias_correction1;  // 1 − β1^t
-  float bias_correction2;  // 1 − β2^t
-};
-
-ZS_HOST_DEVICE inline void adamw_update(float& param, float grad, float& m, float& v,
-                                        const AdamWStep& s, bool decay) {
-  m = s.beta1 * m + (1.0f - s.beta1) * grad;
-  v = s.beta2 * v + (1.0f - s.beta2) * grad * grad;
-  const float m_hat = m / s.bias_correction1;
-  const float v_hat = v / s.bias_correction2;
-  const float wd = decay ? s.weight_decay : 0.0f;
-  param -= s.lr * (m_hat / (sqrtf(v_hat) + s.eps) + wd * param);
+// a·b + c rounded once where the target has a fused multiply-add instruction, else rounded
+// twice — the same way in every loop of the build (see the file comment).
+ZS_HOST_DEVICE ZS_FORCE_INLINE float fused_mul_add(float a, float b, float c) {
+#if defined(__CUDACC__) || defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return fmaf(a, b, c);
+#else
+  return a * b + c;  // no FMA instruction: the compiler cannot contract this either
+#endif
 }
 
-}  // namespace zs::math
+// The scalars of one AdamW step (t ≥ 1), computed by the host once per step.
+struct AdamWStep {
+  float beta1;
+  float beta2;
+  float one_minus_beta1;
+  float one_minus_beta2;
+  float eps;
+  float step_size;                  // lr / (1 − β1^t)
+  float inv_sqrt_bias_correction2;  // 1 / √(1 − β2^t)
+  float decay_factor;               // 1 − lr·wd, applied only where the decay mask is set
+};
+
+// One element: param, m (exp_avg) and v (exp_avg_sq) are updated in place. `decay` says whether
+// the element belongs to a parameter segment with weight decay; without it the parameter is
+// multiplied by nothing at all (not by 1.0f), so it keeps its exact bits on a zero update.
+ZS_HOST_DEVICE ZS_FORCE_INLINE void adamw_update(float& param, float grad, float& m, float& v,
+                                                 const AdamWStep& s, bool decay) {
+  m = fused_mul_add(s.beta1, m, s.one_minus_beta1 * grad);
+  v = fused_mul_add(s.beta2, v, (s.one_minus_beta2 * grad) * grad);
+  const float denom = fused_mul_add(sqrtf(v), s.inv_sqrt_bias_correction2, s.eps);
+  const float decayed = decay ? param * s.decay_factor : param;
+  param = fused_mul_add(-s.step_size, m / denom, decayed);
+}
+
+}  // namespace zs::ops::math

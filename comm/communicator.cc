@@ -1,0 +1,301 @@
+// Communicator front: argument checks, the issue-order queue and its thread, traffic
+// accounting, and group-wide failure on the first timeout or peer error.
+#include "comm/communicator.h"
+
+#include <cstdlib>
+
+#include "runtime/error.h"
+#include "runtime/logging.h"
+
+namespace zs::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind kind) {
+  static const char* const kNames[kNumCollectiveKinds] = {
+      "all_reduce", "all_gather", "reduce_scatter", "broadcast", "gather",
+      "scatter",    "barrier",    "send",           "recv",      "split"};
+  return kNames[static_cast<int>(kind)];
+}
+
+std::chrono::milliseconds default_timeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    const char* env = std::getenv("ZS_COMM_TIMEOUT_S");
+    const double seconds = env ? std::atof(env) : 0.0;
+    return std::chrono::milliseconds(seconds > 0 ? static_cast<int64_t>(seconds * 1000) : 600000);
+  }();
+  return timeout;
+}
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [this] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::test() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void Work::complete(std::exception_ptr error) {
+  // Drop the buffers before completion is visible: once wait() returns, the caller may destroy
+  // the allocator they came from, so the last reference must not be released after that.
+  std::vector<Tensor> release;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release.swap(buffers_);
+  }
+  release.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::move(error);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+}
+
+namespace {
+
+void check_tensor(const char* what, const char* arg, const Tensor& t) {
+  ZS_CHECK(t.defined(), what, ": '", arg, "' is undefined");
+  ZS_CHECK(t.device().is_cpu(), what, ": '", arg, "' ", t.describe(), " is on ", t.device().str(),
+           "; this communicator moves CPU tensors");
+  if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
+}
+
+std::string describe_call(const char* what, uint64_t sequence, const Tensor& t,
+                          const char* extra = "") {
+  return detail::concat(what, " #", sequence, " (", t.numel(), " ", dtype_name(t.dtype()),
+                        extra[0] ? ", " : "", extra, ")");
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)),
+      rank_(backend_ ? backend_->rank() : -1),
+      size_(backend_ ? backend_->size() : 0),
+      log_rank_(current_log_rank()) {
+  ZS_CHECK(backend_ != nullptr, "Communicator needs a backend");
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  thread_.join();
+}
+
+void Communicator::check_root(const char* what, int root) const {
+  ZS_CHECK(root >= 0 && root < size_, what, ": root ", root, " is out of range for a group of ",
+           size_, " ranks");
+}
+
+void Communicator::check_peer(const char* what, int peer) const {
+  ZS_CHECK(peer >= 0 && peer < size_ && peer != rank_, what, ": peer ", peer,
+           " is invalid for rank ", rank_, " of ", size_, " (must be another rank of the group)");
+}
+
+WorkPtr Communicator::enqueue(CollectiveKind kind, std::string description,
+                              std::vector<Tensor> buffers, uint64_t bytes, int root,
+                              const CollectiveOptions& options,
+                              std::function<void(const Call&)> run) {
+  auto work = std::make_shared<Work>(std::move(description), std::move(buffers));
+  Task task{work,           kind, bytes, root, std::move(run), Call{kind, 0, {}, options.tag},
+            options.timeout};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    task.call.sequence = next_sequence_++;
+    queue_.push_back(std::move(task));
+  }
+  queue_cv_.notify_one();
+  return work;
+}
+
+void Communicator::thread_main() {
+  RankScope rank_scope(log_rank_);
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const auto start = Clock::now();
+    // The timeout counts from when the collective starts, not from when it was queued.
+    task.call.deadline = start + task.timeout;
+    std::exception_ptr error;
+    try {
+      task.run(task.call);
+    } catch (const CommError& e) {
+      error = std::current_exception();
+      // A timed-out or inconsistent collective leaves the group unusable: fail it everywhere.
+      backend_->abort(
+          detail::concat("rank ", rank_, " failed ", task.work->description(), ": ", e.what()));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!error) {
+      const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
+      stats_.record(task.kind, traffic.sent, traffic.received, seconds);
+    }
+    task.run = nullptr;  // the closure holds tensor copies: release them before completing
+    task.work->complete(error);
+  }
+}
+
+WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op,
+                                 const CollectiveOptions& options) {
+  check_tensor("all_reduce", "tensor", tensor);
+  const std::string desc = describe_call("all_reduce", next_sequence_, tensor, reduce_op_name(op));
+  return enqueue(CollectiveKind::kAllReduce, desc, {tensor}, tensor.nbytes(), 0, options,
+                 [this, tensor, op](const Call& call) {
+                   backend_->all_reduce(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                                        tensor.dtype(), op, call);
+                 });
+}
+
+WorkPtr Communicator::all_gather(const Tensor& shard, const Tensor& full,
+                                 const CollectiveOptions& options) {
+  check_tensor("all_gather", "shard", shard);
+  check_tensor("all_gather", "full", full);
+  ZS_CHECK(shard.dtype() == full.dtype(), "all_gather: shard ", shard.describe(), " and full ",
+           full.describe(), " have different dtypes");
+  ZS_CHECK(full.numel() == shard.numel() * size_, "all_gather: full ", full.describe(),
+           " must hold size() × shard = ", size_, " × ", shard.numel(), " elements");
+  const std::string desc = describe_call("all_gather", next_sequence_, full);
+  return enqueue(CollectiveKind::kAllGather, desc, {shard, full}, full.nbytes(), 0, options,
+                 [this, shard, full](const Call& call) {
+                   backend_->all_gather(shard.raw_data(), full.raw_data(),
+                                        static_cast<size_t>(shard.numel()), shard.dtype(), call);
+                 });
+}
+
+WorkPtr Communicator::reduce_scatter(const Tensor& full, const Tensor& shard, ReduceOp op,
+                                     const CollectiveOptions& options) {
+  check_tensor("reduce_scatter", "full", full);
+  check_tensor("reduce_scatter", "shard", shard);
+  ZS_CHECK(shard.dtype() == full.dtype(), "reduce_scatter: full ", full.describe(), " and shard ",
+           shard.describe(), " have different dtypes");
+  ZS_CHECK(full.numel() == shard.numel() * size_, "reduce_scatter: full ", full.describe(),
+           " must hold size() × shard = ", size_, " × ", shard.numel(),
+           " elements; pad the buffer to a multiple of the world size");
+  const std::string desc =
+      describe_call("reduce_scatter", next_sequence_, full, reduce_op_name(op));
+  return enqueue(CollectiveKind::kReduceScatter, desc, {full, shard}, full.nbytes(), 0, options,
+                 [this, full, shard, op](const Call& call) {
+                   backend_->reduce_scatter(full.raw_data(), shard.raw_data(),
+                                            static_cast<size_t>(shard.numel()), full.dtype(), op,
+                                            call);
+                 });
+}
+
+WorkPtr Communicator::broadcast(const Tensor& tensor, int root, const CollectiveOptions& options) {
+  check_tensor("broadcast", "tensor", tensor);
+  check_root("broadcast", root);
+  const std::string desc = describe_call("broadcast", next_sequence_, tensor);
+  return enqueue(CollectiveKind::kBroadcast, desc, {tensor}, tensor.nbytes(), root, options,
+                 [this, tensor, root](const Call& call) {
+                   backend_->broadcast(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                                       tensor.dtype(), root, call);
+                 });
+}
+
+WorkPtr Communicator::gather(const Tensor& in, const Tensor& out, int root,
+                             const CollectiveOptions& options) {
+  check_tensor("gather", "in", in);
+  check_root("gather", root);
+  if (rank_ == root) {
+    check_tensor("gather", "out", out);
+    ZS_CHECK(out.dtype() == in.dtype() && out.numel() == in.numel() * size_, "gather: out ",
+             out.describe(), " must be ", size_, " × in ", in.describe());
+  }
+  const std::string desc = describe_call("gather", next_sequence_, in);
+  return enqueue(CollectiveKind::kGather, desc, {in, out}, in.nbytes() * size_, root, options,
+                 [this, in, out, root](const Call& call) {
+                   backend_->gather(in.raw_data(), rank_ == root ? out.raw_data() : nullptr,
+                                    static_cast<size_t>(in.numel()), in.dtype(), root, call);
+                 });
+}
+
+WorkPtr Communicator::scatter(const Tensor& in, const Tensor& out, int root,
+                              const CollectiveOptions& options) {
+  check_tensor("scatter", "out", out);
+  check_root("scatter", root);
+  if (rank_ == root) {
+    check_tensor("scatter", "in", in);
+    ZS_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_, "scatter: in ",
+             in.describe(), " must be ", size_, " × out ", out.describe());
+  }
+  const std::string desc = describe_call("scatter", next_sequence_, out);
+  return enqueue(CollectiveKind::kScatter, desc, {in, out}, out.nbytes() * size_, root, options,
+                 [this, in, out, root](const Call& call) {
+                   backend_->scatter(rank_ == root ? in.raw_data() : nullptr, out.raw_data(),
+                                     static_cast<size_t>(out.numel()), out.dtype(), root, call);
+                 });
+}
+
+WorkPtr Communicator::barrier(const CollectiveOptions& options) {
+  const std::string desc = detail::concat("barrier #", next_sequence_);
+  return enqueue(CollectiveKind::kBarrier, desc, {}, 0, 0, options,
+                 [this](const Call& call) { backend_->barrier(call); });
+}
+
+WorkPtr Communicator::send(const Tensor& tensor, int peer, const CollectiveOptions& options) {
+  check_tensor("send", "tensor", tensor);
+  check_peer("send", peer);
+  const std::string desc = describe_call("send", next_sequence_, tensor);
+  return enqueue(CollectiveKind::kSend, desc, {tensor}, tensor.nbytes(), peer, options,
+                 [this, tensor, peer](const Call& call) {
+                   backend_->send(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                                  tensor.dtype(), peer, call);
+                 });
+}
+
+WorkPtr Communicator::recv(const Tensor& tensor, int peer, const CollectiveOptions& options) {
+  check_tensor("recv", "tensor", tensor);
+  check_peer("recv", peer);
+  const std::string desc = describe_call("recv", next_sequence_, tensor);
+  return enqueue(CollectiveKind::kRecv, desc, {tensor}, tensor.nbytes(), peer, options,
+                 [this, tensor, peer](const Call& call) {
+                   backend_->recv(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                                  tensor.dtype(), peer, call);
+                 });
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key,
+                                                  const CollectiveOptions& options) {
+  std::unique_ptr<Backend> sub;
+  const std::string desc = detail::concat("split #", next_sequence_, " (color ", color, ")");
+  WorkPtr work = enqueue(
+      CollectiveKind::kSplit, desc, {}, 0, 0, options,
+      [this, color, key, &sub](const Call& call) { sub = backend_->split(color, key, call); });
+  work->wait();
+  if (!sub) return nullptr;
+  return std::make_unique<Communicator>(std::move(sub));
+}
+
+void Communicator::abort(const std::string& reason) {
+  backend_->abort(detail::concat("rank ", rank_, " aborted: ", reason));
+}
+
+}  // namespace zs::comm

@@ -1,0 +1,43 @@
+// The backend factory: the world communicator of a process that is one rank, by backend name.
+//
+// "auto" picks "mpi" when an MPI launcher (mpirun, mpiexec, srun) started the process and the
+// mpi backend is built, else "local" for a lone process (a world of one rank). "mpi" creates
+// MPI's runtime (MpiRuntime, owned by the backends: MPI is finalized when the last MPI
+// communicator is destroyed, so create the world once per process and keep it for the program's
+// life). "local" here is a world of one rank; N ranks as threads of one process are built by
+// run_local_ranks (comm/local/local_backend.h), not by this factory. A backend that this build
+// does not contain ("mpi" without -DZS_MPI=ON, "nccl" without CUDA + NCCL) fails by name with
+// the packages or options that add it.
+//
+// The returned Communicator's thread logs as the world rank; set RankScope(comm->rank()) on
+// your own threads too. Thread-safe (creating two MPI worlds in one process is allowed, but
+// both share one MPI initialization).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/launch.h"
+
+namespace zs::comm {
+
+// Backend names this build contains, in preference order ("mpi" first when built, then "local").
+std::vector<std::string> built_backends();
+bool backend_built(const std::string& name);
+
+// The world communicator of this process for `backend` ("auto", "mpi", "local", "nccl").
+// `timeout` bounds forming the world (every rank must start within it). Throws InvalidArgument
+// for an unknown or unbuilt backend, or a launch the backend cannot serve (e.g. "local" in a
+// process that mpirun started as one of N ranks); CommError/CommTimeout if MPI cannot form the
+// world, after which the job is aborted (the other ranks stop instead of waiting).
+std::unique_ptr<Communicator> make_world_communicator(
+    const std::string& backend = "auto", const LaunchInfo& launch = detect_launch(),
+    std::chrono::milliseconds timeout = default_timeout());
+
+// The backend "auto" resolves to for `launch` in this build (throws like the above when none
+// fits, e.g. a torchrun launch of several ranks, for which zeroshard has no rendezvous).
+std::string resolve_backend(const std::string& backend, const LaunchInfo& launch);
+
+}  // namespace zs::comm

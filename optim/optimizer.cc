@@ -1,0 +1,132 @@
+// The optimizer base: views, eager state allocation, the step loop, state access.
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/memory_tracker.h"
+
+namespace zs::optim {
+
+Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
+                     std::vector<std::string> state_names)
+    : kind_(kind), state_names_(std::move(state_names)) {
+  for (ShardView& view : views) {
+    check_shard_view(view, kind_);
+    add_slot(std::move(view), false);
+  }
+}
+
+Optimizer::Optimizer(const char* kind, const std::vector<Tensor>& params,
+                     const std::vector<bool>& decay, std::vector<std::string> state_names)
+    : kind_(kind), state_names_(std::move(state_names)) {
+  ZS_CHECK(decay.size() == params.size(), kind_, ": ", decay.size(), " decay flags for ",
+           params.size(), " parameters; pass one flag per parameter");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    ZS_CHECK(p.defined() && p.dtype() == DType::kF32, kind_, ": parameter ", p.describe(),
+             " must be fp32 (mixed precision keeps fp32 master weights in the sharded "
+             "optimizer: build ShardViews over the fp32 master shards instead)");
+    add_slot(whole_tensor_view(p, Tensor(), decay[i]), true);
+  }
+}
+
+void Optimizer::add_slot(ShardView view, bool grad_from_autograd) {
+  if (view.name.empty()) view.name = "view" + std::to_string(slots_.size());
+  for (const Slot& other : slots_) {
+    ZS_CHECK(other.view.name != view.name, kind_, ": two views are named '", view.name,
+             "'; view names key the optimizer state in checkpoints and must be unique");
+  }
+  view.segments = normalize_segments(std::move(view.segments), view.master.numel(),
+                                     ::zs::detail::concat(kind_, " view '", view.name, "'"));
+  Slot slot;
+  slot.grad_from_autograd = grad_from_autograd;
+  for (const std::string& state_name : state_names_) {
+    slot.state.push_back(Tensor::zeros(view.master.shape(), DType::kF32, view.master.allocator(),
+                                       MemoryCategory::kOptimizerState,
+                                       view.name + "." + state_name));
+  }
+  slot.view = std::move(view);
+  slots_.push_back(std::move(slot));
+}
+
+Tensor Optimizer::resolved_grad(const Slot& slot) const {
+  if (!slot.grad_from_autograd) return slot.view.grad;
+  Tensor grad = slot.view.master.grad();
+  if (!grad.defined()) return grad;
+  ZS_CHECK(grad.dtype() == DType::kF32 && grad.numel() == slot.view.master.numel(), kind_,
+           ": the gradient ", grad.describe(), " of parameter ", slot.view.master.describe(),
+           " must be fp32 with the parameter's shape");
+  return grad;
+}
+
+void Optimizer::step(float lr) {
+  ZS_CHECK(std::isfinite(lr) && lr >= 0.0f, kind_, ": learning rate ", lr,
+           " must be finite and >= 0; check the schedule");
+  ++steps_;
+  for (const Slot& slot : slots_) {
+    if (slot.grad_from_autograd) {
+      const Tensor grad = resolved_grad(slot);
+      if (!grad.defined()) continue;  // a parameter that took no part in the loss
+      ShardView view = slot.view;
+      view.grad = grad;
+      update(view, slot.state, lr, steps_);
+    } else {
+      update(slot.view, slot.state, lr, steps_);
+    }
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const Slot& slot : slots_) {
+    const Tensor grad = resolved_grad(slot);
+    if (grad.defined() && grad.numel() > 0) std::memset(grad.raw_data(), 0, grad.nbytes());
+  }
+}
+
+void Optimizer::set_steps(int64_t steps) {
+  ZS_CHECK(steps >= 0, kind_, ": step count ", steps, " must be >= 0");
+  steps_ = steps;
+}
+
+const ShardView& Optimizer::view(size_t i) const {
+  ZS_CHECK(i < slots_.size(), kind_, ": view ", i, " does not exist (", slots_.size(), " views)");
+  return slots_[i].view;
+}
+
+void Optimizer::set_grad(size_t i, const Tensor& grad) {
+  (void)view(i);
+  Slot& slot = slots_[i];
+  ShardView checked = slot.view;
+  checked.grad = grad;
+  check_shard_view(checked, kind_);
+  slot.view.grad = grad;
+  slot.grad_from_autograd = false;
+}
+
+std::vector<ShardView> Optimizer::grad_views() const {
+  std::vector<ShardView> views;
+  for (const Slot& slot : slots_) {
+    ShardView view = slot.view;
+    view.grad = resolved_grad(slot);
+    if (view.grad.defined()) views.push_back(std::move(view));
+  }
+  return views;
+}
+
+const std::vector<Tensor>& Optimizer::state(size_t i) const {
+  (void)view(i);
+  return slots_[i].state;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> entries;
+  for (const Slot& slot : slots_) {
+    for (size_t k = 0; k < state_names_.size(); ++k) {
+      entries.emplace_back(slot.view.name + "." + state_names_[k], slot.state[k]);
+    }
+  }
+  return entries;
+}
+
+}  // namespace zs::optim

@@ -1,0 +1,97 @@
+// Optimizer: the base of the optimizers that run once per step over a rank's flat fp32 shards
+// (optim/adamw.h, optim/sgd.h), and the access to their state that checkpoints need.
+//
+// An optimizer is built over a list of ShardViews (optim/shard_view.h) — for the sharding
+// engine, one per flat buffer of which this rank owns a slice — or over whole parameters (the
+// unsharded path: each parameter becomes a view with one segment, and its gradient is read from
+// the parameter's autograd gradient at each step). step(lr) updates every view once; the update
+// of each element depends only on that element and the step's scalars, so the result does not
+// depend on the thread count or on how the parameters are split into shards.
+//
+// State. The per-element state (AdamW: exp_avg, exp_avg_sq; SGD with momentum: momentum_buffer)
+// is fp32, one tensor per view and state name with the view's master shape, allocated EAGERLY by
+// the constructor on the master's allocator in category optimizer_state and zero-filled, so that
+// memory is accounted for before the first step and a checkpoint can be loaded into it before
+// the first step. The optimizer owns these tensors; state() and state_dict() return handles to
+// them: reading or writing through a handle reads or writes the optimizer's state. The step
+// count (steps()) is the only other state.
+//
+// Thread-safety: none; one optimizer per rank, used from the rank's compute thread. Inside
+// step() the loops use the calling thread's OpenMP team (its intra-op threads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optim/shard_view.h"
+#include "runtime/macros.h"
+#include "runtime/tensor.h"
+
+namespace zs::optim {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  ZS_DISALLOW_COPY(Optimizer);
+
+  // One update of every view at learning rate `lr` (the schedule's value). steps() is
+  // incremented first: the first call runs step t = 1. A view built from a whole parameter that
+  // has no gradient yet is skipped. lr must be finite and >= 0.
+  void step(float lr);
+  // Zeroes the gradient of every view (whole gradient tensors, padding included; for whole
+  // parameters, only the gradients already allocated).
+  void zero_grad();
+
+  int64_t steps() const { return steps_; }
+  // Restores the step count from a checkpoint (bias corrections depend on it).
+  void set_steps(int64_t steps);
+
+  size_t num_views() const { return slots_.size(); }
+  // View i as given to the constructor, its segments normalized. For a whole parameter, grad is
+  // undefined: the step reads master.grad().
+  const ShardView& view(size_t i) const;
+  // Replaces the gradient that view i reads (fp32, the master's numel), for an engine that
+  // re-creates its gradient shard buffers. For a whole-parameter view this stops it from reading
+  // master.grad().
+  void set_grad(size_t i, const Tensor& grad);
+  // Views whose gradient is defined right now, with grad filled in (whole parameters: their
+  // autograd gradient): what clip_grad_norm and the loss scaler's unscale take.
+  std::vector<ShardView> grad_views() const;
+
+  // Names of the per-element state tensors of each view, in order.
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  // The state tensors of view i in the order of state_names() (handles, read/write).
+  const std::vector<Tensor>& state(size_t i) const;
+  // Every state tensor as ("<view name>.<state name>", handle), views in order. A view without a
+  // name is called "view<i>".
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+
+ protected:
+  // `kind` names the optimizer in errors ("AdamW").
+  Optimizer(const char* kind, std::vector<ShardView> views, std::vector<std::string> state_names);
+  // Whole parameters; decay[i] is params[i]'s weight-decay flag.
+  Optimizer(const char* kind, const std::vector<Tensor>& params, const std::vector<bool>& decay,
+            std::vector<std::string> state_names);
+
+  // Updates one view (its grad resolved and checked) with its state tensors at step t.
+  virtual void update(const ShardView& view, const std::vector<Tensor>& state, float lr,
+                      int64_t t) = 0;
+
+ private:
+  struct Slot {
+    ShardView view;
+    bool grad_from_autograd = false;  // whole parameter: grad is master.grad() at step time
+    std::vector<Tensor> state;
+  };
+  void add_slot(ShardView view, bool grad_from_autograd);
+  Tensor resolved_grad(const Slot& slot) const;
+
+  const char* kind_;
+  std::vector<std::string> state_names_;
+  std::vector<Slot> slots_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace zs::optim
