@@ -1,0 +1,376 @@
+// ShardedModel: unit assignment, flat buffers, sharded init, boundary hooks and reductions.
+#include "sharding/sharded_model.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ops/elementwise.h"
+#include "runtime/autograd.h"
+#include "runtime/logging.h"
+#include "runtime/rng.h"
+
+namespace zs::sharding {
+
+struct ShardedModel::Unit {
+  std::string name;
+  models::Module* module = nullptr;
+  std::vector<models::Parameter*> params;
+  std::vector<int64_t> offsets;  // element offset of each parameter in the flat buffer
+  int64_t numel = 0;
+  int64_t padded = 0;
+  int64_t shard = 0;
+  std::shared_ptr<Storage> full_storage;  // the unit's full (gathered) parameters, param_dtype
+  Tensor full;                            // flat view of full_storage
+  Tensor master;         // fp32: stage 0 the whole flat buffer (= full in fp32), else the slice
+  Tensor compute_shard;  // stages 1–3: the slice in param_dtype, source of the all-gathers
+  Tensor grad_full;      // flat gradient buffer (param_dtype) the parameters' gradients view
+  Tensor grad;           // fp32 accumulated reduced gradient of master's elements
+  Tensor reduced;        // the collective's output when it cannot write into grad directly
+  comm::WorkPtr reduction;
+  comm::WorkPtr gathering;  // a prefetch in flight
+  size_t full_bytes = 0;
+};
+
+namespace {
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
+                           const ShardingConfig& config)
+    : root_(root), comm_(comm), allocator_(allocator), config_(config) {
+  ZS_CHECK(config.stage >= 0 && config.stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ",
+           config.stage);
+  ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
+           config.alignment);
+  ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
+           "sharding: param_dtype and reduce_dtype must be fp32, fp16 or bf16, got ",
+           dtype_name(config.param_dtype), " and ", dtype_name(config.reduce_dtype));
+  const DType param_dtype = config.param_dtype;
+  const size_t param_size = dtype_size(param_dtype);
+  const int world = comm.size();
+  const int rank = comm.rank();
+
+  // Units: modules whose type matches the wrap policy claim their subtree's parameters, inner
+  // units first (reverse pre-order visits descendants before ancestors); the root takes the rest.
+  std::vector<models::Module*> modules = root.modules();
+  std::set<models::Parameter*> claimed;
+  std::vector<std::unique_ptr<Unit>> found;
+  auto claim = [&](models::Module* module) {
+    auto unit = std::make_unique<Unit>();
+    unit->module = module;
+    unit->name = module == &root ? "<root>" : module->name();
+    for (models::Parameter* p : module->parameters()) {
+      if (claimed.insert(p).second) unit->params.push_back(p);
+    }
+    found.push_back(std::move(unit));
+  };
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    models::Module* m = *it;
+    if (m == &root) continue;
+    if (std::find(config.wrap_types.begin(), config.wrap_types.end(), m->type_name()) !=
+        config.wrap_types.end()) {
+      claim(m);
+    }
+  }
+  claim(&root);
+  // Forward order (pre-order of the modules) for deterministic naming and collective order.
+  for (models::Module* m : modules) {
+    for (auto& u : found) {
+      if (u && u->module == m) units_.push_back(std::move(u));
+    }
+  }
+
+  std::set<uint32_t> streams;
+  for (auto& unit_ptr : units_) {
+    Unit& u = *unit_ptr;
+    for (models::Parameter* p : u.params) {
+      ZS_CHECK(p->dtype() == DType::kF32, "sharding: parameter '", p->name(), "' is ",
+               dtype_name(p->dtype()),
+               "; masters are fp32 (set the compute dtype with "
+               "param_dtype, not on the declaration)");
+      ZS_CHECK(streams.insert(stream_id(p->name())).second, "parameter '", p->name(),
+               "' has the same RNG stream id as an earlier parameter; rename one of them");
+      u.offsets.push_back(u.numel);
+      u.numel += p->numel();
+    }
+    u.padded = round_up(std::max<int64_t>(u.numel, 1), world * config.alignment);
+    u.shard = u.padded / world;
+
+    // Full buffer (parameters category) and views bound to the parameters.
+    u.full_storage = Storage::create(allocator, static_cast<size_t>(u.padded) * param_size,
+                                     MemoryCategory::kParameters, "unit " + u.name + " params");
+    u.full = Tensor::from_storage(u.full_storage, 0, {u.padded}, param_dtype, u.name + " flat");
+    u.full_bytes = u.full_storage->nbytes();
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      models::Parameter* p = u.params[i];
+      Tensor view =
+          Tensor::from_storage(u.full_storage, static_cast<size_t>(u.offsets[i]) * param_size,
+                               p->shape(), param_dtype, p->name());
+      view.set_requires_grad(true);
+      p->bind(view);
+    }
+
+    // Sharded init: each rank fills exactly the elements it owns (stage 0: all of them).
+    const int64_t own_begin = config.stage == 0 ? 0 : rank * u.shard;
+    const int64_t own_end = config.stage == 0 ? u.padded : own_begin + u.shard;
+    const bool fp32_params = param_dtype == DType::kF32;
+    if (config.stage == 0) {
+      u.master = fp32_params
+                     ? u.full
+                     : Tensor::empty({u.padded}, DType::kF32, allocator,
+                                     MemoryCategory::kMasterWeights, "unit " + u.name + " master");
+    } else {
+      // In fp32, stage 3's shard is the parameter itself; otherwise it is a master copy.
+      const MemoryCategory category = config.stage == 3 && fp32_params
+                                          ? MemoryCategory::kParameters
+                                          : MemoryCategory::kMasterWeights;
+      u.master = Tensor::zeros({u.shard}, DType::kF32, allocator, category,
+                               "unit " + u.name + " master shard");
+    }
+    float* master = u.master.data<float>();
+    if (config.stage == 0) std::fill(master, master + u.padded, 0.0f);
+    LocalShard local;
+    local.unit = u.name;
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      const int64_t p_begin = u.offsets[i];
+      const int64_t p_end = p_begin + u.params[i]->numel();
+      const int64_t begin = std::max(p_begin, own_begin);
+      const int64_t end = std::min(p_end, own_end);
+      if (begin >= end) continue;
+      u.params[i]->init().fill(master + (begin - own_begin), static_cast<uint64_t>(begin - p_begin),
+                               static_cast<size_t>(end - begin), config.seed, u.params[i]->name());
+      local.segments.push_back(
+          {begin - own_begin, end - own_begin, u.params[i]->decay(), u.params[i]->name()});
+    }
+    // Gradient buffers that live for the whole run. Stage 0 in fp32 reduces in place: the
+    // fp32 gradient is the flat gradient buffer itself (until a second micro-batch needs a
+    // separate accumulator, see install_grad_buffer).
+    const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
+    if (config.stage <= 1) {
+      u.grad_full = Tensor::zeros({u.padded}, param_dtype, allocator, MemoryCategory::kGradients,
+                                  "unit " + u.name + " grads");
+    }
+    if (config.stage == 0 && fp32_grads) {
+      u.grad = u.grad_full;
+    } else {
+      u.grad = Tensor::zeros({config.stage == 0 ? u.padded : u.shard}, DType::kF32, allocator,
+                             MemoryCategory::kGradients, "unit " + u.name + " fp32 grads");
+    }
+    local.master = u.master;
+    local.grad = u.grad;
+    shards_.push_back(local);
+
+    // Compute copies: stage 0 casts the master into the full buffer; stages 1–3 keep the slice
+    // in param_dtype; stages 1/2 gather the full parameters once now, stage 3 just in time.
+    if (config.stage > 0) {
+      u.compute_shard =
+          fp32_params ? u.master
+                      : Tensor::empty({u.shard}, param_dtype, allocator,
+                                      MemoryCategory::kParameters, "unit " + u.name + " shard");
+    }
+    refresh_compute_copy(u);
+    if (config.stage == 1 || config.stage == 2) {
+      comm.all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
+    } else if (config.stage == 3) {
+      u.full_storage->release();
+      if (u.full_bytes < config.keep_gathered_below_bytes) gather(u);  // gathered for good
+    }
+
+    // Boundaries around the unit's forward.
+    Unit* unit = &u;
+    u.module->add_pre_hook([this, unit](models::Module& module, const Tensor&) {
+      if (&module == &root_) forward_schedule_.position = 0;  // a new forward pass
+      on_unit_start(forward_schedule_, *unit, "forward");
+      // Runs last in backward for this unit: its gradients are complete.
+      record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
+        if (config_.stage != 1) reduce_grads(*unit);  // stage 1 reduces in finish_backward
+        release(*unit);
+        if (unit->module == &root_) backward_schedule_.complete = true;
+      });
+    });
+    u.module->add_post_hook([this, unit](models::Module&, const Tensor&, const Tensor& output) {
+      // Runs first in backward for this unit: parameters back, gradient buffer in place.
+      record_boundary("unit_end " + unit->name, [this, unit](BackwardContext&) {
+        if (unit->module == &root_) backward_schedule_.position = 0;  // a new backward pass
+        on_unit_start(backward_schedule_, *unit, "backward");
+        install_grad_buffer(*unit);
+      });
+      if (unit->module == &root_) forward_schedule_.complete = true;
+      release(*unit);
+      return output;
+    });
+  }
+}
+
+ShardedModel::~ShardedModel() {
+  for (auto& u : units_) u->module->clear_hooks();
+}
+
+void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pass) {
+  if (!schedule.complete) {
+    schedule.recorded.push_back(&unit);
+  } else if (!order_changed_) {
+    const size_t at = schedule.position;
+    if (at >= schedule.recorded.size() || schedule.recorded[at] != &unit) {
+      order_changed_ = true;
+      ZS_LOG_WARN(
+          "sharding: unit '{}' ran at position {} of the {} pass, which differs from the order "
+          "recorded on the first step; prefetching is off from now on (gathers happen on "
+          "demand)",
+          unit.name, at, pass);
+    }
+  }
+  ++schedule.position;
+  gather(unit);
+  // Start the next unit's all-gather so it overlaps this unit's compute.
+  if (config_.stage == 3 && prefetching() && schedule.complete &&
+      schedule.position < schedule.recorded.size()) {
+    Unit& next = *schedule.recorded[schedule.position];
+    if (next.full_storage->is_released() &&
+        (config_.max_live_gathered_bytes == 0 ||
+         live_gathered_bytes_ + next.full_bytes <= config_.max_live_gathered_bytes)) {
+      start_gather(next);
+    }
+  }
+}
+
+void ShardedModel::start_gather(Unit& u) {
+  u.full_storage->materialize();
+  live_gathered_bytes_ += u.full_bytes;
+  peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+  u.gathering = comm_.all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name});
+}
+
+void ShardedModel::gather(Unit& u) {
+  if (config_.stage != 3) return;
+  if (u.full_storage->is_released()) start_gather(u);
+  if (u.gathering) {
+    u.gathering->wait();
+    u.gathering = nullptr;
+  }
+}
+
+void ShardedModel::release(Unit& u) {
+  if (config_.stage != 3 || u.full_bytes < config_.keep_gathered_below_bytes) return;
+  if (u.full_storage->is_released()) return;
+  // Never free memory a collective is still writing.
+  if (u.gathering) {
+    u.gathering->wait();
+    u.gathering = nullptr;
+  }
+  u.full_storage->release();
+  live_gathered_bytes_ -= u.full_bytes;
+}
+
+void ShardedModel::install_grad_buffer(Unit& u) {
+  const DType param_dtype = config_.param_dtype;
+  if (config_.stage >= 2) {
+    u.grad_full = Tensor::zeros({u.padded}, param_dtype, allocator_, MemoryCategory::kGradients,
+                                "unit " + u.name + " grads");
+  } else {
+    const bool in_place = config_.stage == 0 && config_.param_dtype == DType::kF32 &&
+                          config_.reduce_dtype == DType::kF32;
+    if (in_place) {
+      // Stage 0 in fp32 reduces the step's first micro-batch in place in the fp32 gradient;
+      // later micro-batches get a temporary buffer whose reduced values are added to it.
+      u.grad_full = accumulating_ ? Tensor::empty({u.padded}, DType::kF32, allocator_,
+                                                  MemoryCategory::kGradients,
+                                                  "unit " + u.name + " micro-batch grads")
+                                  : u.grad;
+    }
+    ops::fill_(u.grad_full, 0.0f);
+  }
+  const size_t size = dtype_size(param_dtype);
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    models::Parameter* p = u.params[i];
+    p->tensor().set_grad(Tensor::from_storage(u.grad_full.storage(),
+                                              static_cast<size_t>(u.offsets[i]) * size, p->shape(),
+                                              param_dtype, "grad of " + p->name()));
+  }
+}
+
+void ShardedModel::reduce_grads(Unit& u) {
+  const comm::CollectiveOptions options{comm::default_timeout(), "gradients of " + u.name};
+  // What travels: the flat gradient, cast to reduce_dtype if that differs.
+  Tensor send = u.grad_full;
+  if (config_.reduce_dtype != config_.param_dtype) {
+    send = Tensor::empty({u.padded}, config_.reduce_dtype, allocator_, MemoryCategory::kCommBuffers,
+                         "unit " + u.name + " grads to reduce");
+    ops::copy_(send, u.grad_full);
+  }
+  if (config_.stage == 0) {
+    u.reduction = comm_.all_reduce(send, comm::ReduceOp::kAvg, options);
+    u.reduced = send.storage() == u.grad.storage() ? Tensor() : send;
+  } else {
+    // Straight into the fp32 gradient when it is fp32 and holds nothing yet this step.
+    const bool direct = config_.reduce_dtype == DType::kF32 && !accumulating_;
+    u.reduced =
+        direct ? Tensor()
+               : Tensor::empty({u.shard}, config_.reduce_dtype, allocator_,
+                               MemoryCategory::kCommBuffers, "unit " + u.name + " reduced grads");
+    u.reduction =
+        comm_.reduce_scatter(send, direct ? u.grad : u.reduced, comm::ReduceOp::kAvg, options);
+  }
+  if (config_.stage >= 2) {
+    // The Work keeps the full gradient alive until the reduction has read it.
+    for (models::Parameter* p : u.params) p->tensor().set_grad(Tensor());
+    u.grad_full = Tensor();
+  }
+}
+
+void ShardedModel::refresh_compute_copy(Unit& u) {
+  if (config_.param_dtype == DType::kF32) return;  // the compute copy is the master itself
+  if (config_.stage == 0) {
+    ops::copy_(u.full, u.master);
+  } else {
+    ops::copy_(u.compute_shard, u.master);
+  }
+}
+
+void ShardedModel::finish_backward() {
+  if (config_.stage == 1) {
+    for (auto& u : units_) reduce_grads(*u);
+  }
+  for (auto& u : units_) {
+    if (u->reduction) u->reduction->wait();
+    u->reduction = nullptr;
+    if (u->reduced.defined()) {
+      // Accumulate (or, on the step's first micro-batch, store) the staged reduced gradient.
+      if (accumulating_) {
+        accumulate_into(u->grad, u->reduced);
+      } else {
+        ops::copy_(u->grad, u->reduced);
+      }
+      u->reduced = Tensor();
+    }
+  }
+  accumulating_ = true;
+}
+
+void ShardedModel::after_step() {
+  accumulating_ = false;
+  // Stages 1/2 keep full parameters: gather the updated slices. Stage 3 does the same for the
+  // small units it keeps gathered; the others are gathered when next used.
+  std::vector<comm::WorkPtr> works;
+  for (auto& u : units_) {
+    refresh_compute_copy(*u);
+    const bool kept = config_.stage == 3 && u->full_bytes < config_.keep_gathered_below_bytes;
+    if (config_.stage == 1 || config_.stage == 2 || kept) {
+      works.push_back(
+          comm_.all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
+    }
+  }
+  for (auto& w : works) w->wait();
+}
+
+std::vector<ShardedModel::UnitInfo> ShardedModel::units() const {
+  std::vector<UnitInfo> out;
+  for (const auto& u : units_) {
+    out.push_back({u->name, u->numel, u->padded, u->shard, u->params.size()});
+  }
+  return out;
+}
+
+}  // namespace zs::sharding

@@ -1,0 +1,148 @@
+// ShardedModel: wraps a Module tree into sharded units and runs ZeRO stages 0–3 on it.
+//
+// Each unit (a module matched by the wrap policy, plus the root for the parameters no unit
+// claims) flattens its parameters into one buffer padded to a multiple of world size ×
+// alignment; rank r owns the r-th contiguous slice. Parameters are bound as views into the
+// unit's full (gathered) buffer, so the model's code is unchanged; gradients accumulate into
+// views of the unit's flat gradient buffer.
+//
+//   stage | full params            | full grads                 | fp32 master + optimizer state
+//   0     | persistent             | persistent, all-reduced    | full (= the params in fp32)
+//   1     | persistent             | persistent, reduce-scattered at the end of backward | shard
+//   2     | persistent             | per unit during backward, reduce-scattered and freed | shard
+//   3     | gathered just in time, | per unit during backward, reduce-scattered and freed | shard
+//         | released after use     |                            |
+//
+// Unit boundaries are tape nodes (runtime/autograd.h record_boundary): the backward of a unit's
+// "end" node gathers its parameters (stage 3) and installs its gradient buffer; the backward of
+// its "begin" node launches the gradient reduction (asynchronous on the communicator's thread)
+// and releases what stage 3 frees. finish_backward() waits for the reductions.
+//
+// Stage 3 prefetch: see ShardingConfig. The live gathered bytes are tracked
+// (live_gathered_bytes(), peak_live_gathered_bytes()).
+//
+// Mixed precision: full parameters and their gradients are in param_dtype; gradients are cast to
+// reduce_dtype for the collective; the reduced result is accumulated into fp32 gradients (the
+// shard, or stage 0's full buffer) across micro-batches. Every stage reduces every micro-batch
+// and accumulates the reduced values in the same order, so stages stay bitwise identical with
+// gradient accumulation too. In fp32 (both dtypes fp32) a step's first micro-batch reduces
+// straight into the fp32 gradient, without staging.
+//
+// A step: forward + backward (+ finish_backward()) per micro-batch, then the optimizer over
+// local_shards(), then after_step().
+// Not thread-safe: one ShardedModel per rank, used by its thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/module.h"
+#include "runtime/allocator.h"
+
+namespace zs::sharding {
+
+struct ShardingConfig {
+  int stage = 3;                                 // 0 (DDP), 1, 2, 3
+  std::vector<std::string> wrap_types{"Block"};  // module type names that become units
+  int64_t alignment = 16;                        // elements; shards start aligned
+  uint64_t seed = 0;                             // parameter init seed
+  // Mixed precision: the dtype parameters are gathered and computed in, and the dtype gradients
+  // travel in. Masters, optimizer state and gradient accumulators are fp32 either way.
+  DType param_dtype = DType::kF32;
+  DType reduce_dtype = DType::kF32;
+  // Stage 3 scheduling. The first step records the order units run in (forward and backward);
+  // later steps start the next unit's all-gather while the current one computes. An order
+  // change falls back to on-demand gathers with one warning.
+  bool prefetch = true;
+  // Upper bound on gathered (full) parameter bytes alive at once; a prefetch that would cross
+  // it waits until the unit is needed. 0 = no limit.
+  size_t max_live_gathered_bytes = 0;
+  // Units whose full parameters are smaller than this stay gathered (never released).
+  size_t keep_gathered_below_bytes = 0;
+};
+
+// A contiguous run of parameter elements inside a rank's local master shard.
+struct ShardSegment {
+  int64_t begin = 0;  // offset in the local shard (elements)
+  int64_t end = 0;
+  bool decay = true;
+  std::string parameter;  // its name
+};
+
+// What the optimizer updates on this rank for one unit.
+struct LocalShard {
+  std::string unit;
+  Tensor master;  // fp32, the rank's slice (stage 0: the whole padded flat buffer)
+  Tensor grad;    // fp32, reduced (averaged over ranks) gradient of `master`'s elements
+  std::vector<ShardSegment> segments;  // parameter elements; padding is in no segment
+};
+
+class ShardedModel {
+ public:
+  ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
+               const ShardingConfig& config);
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  // Waits for this micro-batch's gradient reductions (stage 1: runs them) and accumulates them,
+  // so local_shards()' grads hold the sum over this step's micro-batches of the rank-averaged
+  // gradients. Call after each backward.
+  void finish_backward();
+  // The rank's shards for the optimizer (master weights, gradients, decay segments).
+  const std::vector<LocalShard>& local_shards() const { return shards_; }
+  // After the optimizer updated the masters: make the parameters the model computes with
+  // consistent again (cast into the compute dtype; stages 1/2, and stage 3's units kept
+  // gathered: all-gather the updated slices). The next finish_backward() starts a new
+  // accumulation.
+  void after_step();
+
+  struct UnitInfo {
+    std::string name;
+    int64_t numel;         // parameter elements
+    int64_t padded_numel;  // multiple of world size × alignment
+    int64_t shard_numel;
+    size_t num_parameters;
+  };
+  std::vector<UnitInfo> units() const;
+  int stage() const { return config_.stage; }
+  size_t live_gathered_bytes() const { return live_gathered_bytes_; }
+  size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
+  // False once an order change disabled prefetching.
+  bool prefetching() const { return config_.prefetch && !order_changed_; }
+
+ private:
+  struct Unit;
+  // The order units were seen in (forward pre-hooks or backward "end" boundaries) on the first
+  // step, and where the current pass is in it.
+  struct Schedule {
+    std::vector<Unit*> recorded;
+    bool complete = false;
+    size_t position = 0;
+  };
+  void on_unit_start(Schedule& schedule, Unit& unit, const char* pass);
+  void gather(Unit& unit);
+  void start_gather(Unit& unit);
+  void release(Unit& unit);
+  void install_grad_buffer(Unit& unit);
+  void reduce_grads(Unit& unit);
+  void refresh_compute_copy(Unit& unit);
+
+  models::Module& root_;
+  comm::Communicator& comm_;
+  Allocator& allocator_;
+  ShardingConfig config_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<LocalShard> shards_;
+  Schedule forward_schedule_;
+  Schedule backward_schedule_;
+  bool order_changed_ = false;
+  bool accumulating_ = false;  // grads already hold a micro-batch of this step
+  size_t live_gathered_bytes_ = 0;
+  size_t peak_live_gathered_bytes_ = 0;
+};
+
+}  // namespace zs::sharding
