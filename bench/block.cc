@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
-#include "models/transformer.h"
+#include "models/layers.h"
 #include "ops/cpu/gemm.h"
 #include "ops/elementwise.h"
 #include "runtime/allocator.h"
@@ -67,13 +67,8 @@ int main(int argc, char** argv) {
   for (int64_t seq = 64; seq <= max_t; seq *= 2) {
     zs::MemoryTracker tracker("cpu");
     zs::CpuAllocator allocator(&tracker);
-    zs::models::TransformerConfig config;
-    config.vocab_size = 16;
-    config.context = seq;
-    config.width = c;
-    config.n_head = heads;
-    config.n_layer = 1;
-    zs::models::Transformer model(config, allocator);
+    zs::models::Block block(c, heads, /*causal=*/true, 0.02f);
+    zs::models::materialize(block, allocator, 1);
     zs::Tensor x = zs::Tensor::empty({batch, seq, c}, zs::DType::kF32, allocator,
                                      zs::MemoryCategory::kOther, "x");
     zs::fill_normal(x.data<float>(), 0, static_cast<size_t>(x.numel()), zs::rng_key(1, "x"), 0, 1);
@@ -87,7 +82,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
       tracker.reset_peaks();
       auto start = std::chrono::steady_clock::now();
-      zs::Tensor out = model.block_forward(0, x);
+      zs::Tensor out = block(x);
       zs::backward(zs::ops::sum(out));
       const double t = seconds_since(start);
       if (r > 0) best = std::min(best, t);

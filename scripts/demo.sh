@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-exec "${ZS_BUILD_DIR:-build}/examples/zs-example-tiny-transformer" "$@"
+exec "${ZS_BUILD_DIR:-build}/examples/zs-example-tiny-gpt" "$@"

@@ -16,6 +16,7 @@
 #include "optim/shard_view.h"
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
+#include "train/shard_views.h"
 
 namespace zs::sharding {
 namespace {
@@ -38,18 +39,6 @@ constexpr int64_t kSeq = 7;
 int32_t token(int64_t b, int64_t t, uint32_t salt) {
   return static_cast<int32_t>(
       random_bits(rng_key(11, "data", salt), static_cast<uint64_t>(b * 64 + t)) % 37);
-}
-
-// The optimizer's views of the rank's shards (one per unit).
-std::vector<optim::ShardView> views_of(const ShardedModel& sharded) {
-  std::vector<optim::ShardView> views;
-  for (const LocalShard& shard : sharded.local_shards()) {
-    optim::ShardView view{shard.unit, shard.master, shard.grad, {}};
-    for (const ShardSegment& seg : shard.segments)
-      view.segments.push_back({seg.begin, seg.end, seg.decay});
-    views.push_back(view);
-  }
-  return views;
 }
 
 struct RunResult {
@@ -84,7 +73,7 @@ RunResult train(const RunOptions& run, ShardingConfig config = {}) {
     optim::AdamWOptions adam;
     adam.lr = 1e-2f;
     adam.weight_decay = 0.1f;
-    optim::AdamW optimizer(views_of(sharded), adam);
+    optim::AdamW optimizer(train::optimizer_views(sharded), adam);
     optim::LossScalerOptions scaler_options;
     scaler_options.hysteresis = run.hysteresis;
     optim::DynamicLossScaler scaler{scaler_options};
@@ -110,7 +99,7 @@ RunResult train(const RunOptions& run, ShardingConfig config = {}) {
         std::lock_guard<std::mutex> lock(mutex);
         loss_sum[step] += value / static_cast<float>(run.world * run.micro_batches);
       }
-      std::vector<optim::ShardView> views = views_of(sharded);
+      std::vector<optim::ShardView> views = train::optimizer_views(sharded);
       if (step == run.inject_inf_at_step && comm.rank() == 0) {
         views[0].grad.data<float>()[views[0].segments[0].begin] = INFINITY;
       }
