@@ -39,7 +39,7 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                            const ShardingConfig& config)
-    : root_(root), comm_(comm), allocator_(allocator), config_(config) {
+    : root_(root), comm_(comm), shard_comm_(&comm), allocator_(allocator), config_(config) {
   ZS_CHECK(config.stage >= 0 && config.stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ",
            config.stage);
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
@@ -49,8 +49,21 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
            dtype_name(config.param_dtype), " and ", dtype_name(config.reduce_dtype));
   const DType param_dtype = config.param_dtype;
   const size_t param_size = dtype_size(param_dtype);
-  const int world = comm.size();
-  const int rank = comm.rank();
+  if (config.hybrid_group > 0) {
+    const int g = config.hybrid_group;
+    ZS_CHECK(config.stage == 3, "sharding: hybrid sharding (hybrid_group ", g,
+             ") needs stage 3, got stage ", config.stage);
+    ZS_CHECK(comm.size() % g == 0, "sharding: the world size ", comm.size(),
+             " is not a multiple of the hybrid group size ", g,
+             "; use a group size that divides it (e.g. the ranks per node)");
+    // Groups of consecutive ranks share the shards; ranks at the same position in every group
+    // hold replicas of the same shard.
+    intra_group_ = comm.split(comm.rank() / g, comm.rank());
+    inter_group_ = comm.split(comm.rank() % g, comm.rank());
+    shard_comm_ = intra_group_.get();
+  }
+  const int world = shard_comm_->size();
+  const int rank = shard_comm_->rank();
 
   // Units: modules whose type matches the wrap policy claim their subtree's parameters, inner
   // units first (reverse pre-order visits descendants before ancestors); the root takes the rest.
@@ -172,7 +185,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
     refresh_compute_copy(u);
     if (config.stage == 1 || config.stage == 2) {
-      comm.all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
+      shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
     } else if (config.stage == 3) {
       u.full_storage->release();
       if (u.full_bytes < config.keep_gathered_below_bytes) gather(u);  // gathered for good
@@ -240,7 +253,7 @@ void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
-  u.gathering = comm_.all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name});
+  u.gathering = shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name});
 }
 
 void ShardedModel::gather(Unit& u) {
@@ -301,7 +314,7 @@ void ShardedModel::reduce_grads(Unit& u) {
     ops::copy_(send, u.grad_full);
   }
   if (config_.stage == 0) {
-    u.reduction = comm_.all_reduce(send, comm::ReduceOp::kAvg, options);
+    u.reduction = shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options);
     u.reduced = send.storage() == u.grad.storage() ? Tensor() : send;
   } else {
     // Straight into the fp32 gradient when it is fp32 and holds nothing yet this step.
@@ -310,8 +323,8 @@ void ShardedModel::reduce_grads(Unit& u) {
         direct ? Tensor()
                : Tensor::empty({u.shard}, config_.reduce_dtype, allocator_,
                                MemoryCategory::kCommBuffers, "unit " + u.name + " reduced grads");
-    u.reduction =
-        comm_.reduce_scatter(send, direct ? u.grad : u.reduced, comm::ReduceOp::kAvg, options);
+    u.reduction = shard_comm_->reduce_scatter(send, direct ? u.grad : u.reduced,
+                                              comm::ReduceOp::kAvg, options);
   }
   if (config_.stage >= 2) {
     // The Work keeps the full gradient alive until the reduction has read it.
@@ -336,6 +349,15 @@ void ShardedModel::finish_backward() {
   for (auto& u : units_) {
     if (u->reduction) u->reduction->wait();
     u->reduction = nullptr;
+    if (inter_group_) {
+      // Hybrid: average the in-group result over the replicas (equal group sizes, so the mean
+      // of the group means is the global mean).
+      const Tensor& result = u->reduced.defined() ? u->reduced : u->grad;
+      inter_group_
+          ->all_reduce(result, comm::ReduceOp::kAvg,
+                       {comm::default_timeout(), "gradients of " + u->name + " across groups"})
+          ->wait();
+    }
     if (u->reduced.defined()) {
       // Accumulate (or, on the step's first micro-batch, store) the staged reduced gradient.
       if (accumulating_) {
@@ -359,7 +381,7 @@ void ShardedModel::after_step() {
     const bool kept = config_.stage == 3 && u->full_bytes < config_.keep_gathered_below_bytes;
     if (config_.stage == 1 || config_.stage == 2 || kept) {
       works.push_back(
-          comm_.all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
+          shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
     }
   }
   for (auto& w : works) w->wait();

@@ -12,6 +12,7 @@
 //   2     | persistent             | per unit during backward, reduce-scattered and freed | shard
 //   3     | gathered just in time, | per unit during backward, reduce-scattered and freed | shard
 //         | released after use     |                            |
+//   hybrid| stage 3 inside a group of ranks; gradient shards all-reduced across the groups
 //
 // Unit boundaries are tape nodes (runtime/autograd.h record_boundary): the backward of a unit's
 // "end" node gathers its parameters (stage 3) and installs its gradient buffer; the backward of
@@ -45,7 +46,11 @@
 namespace zs::sharding {
 
 struct ShardingConfig {
-  int stage = 3;                                 // 0 (DDP), 1, 2, 3
+  int stage = 3;  // 0 (DDP), 1, 2, 3
+  // Hybrid sharding: > 0 shards (stage 3) inside groups of this many consecutive ranks (a node)
+  // and replicates across the groups, whose gradient shards are all-reduced after the
+  // in-group reduce-scatter. Needs stage 3 and a world size divisible by the group size.
+  int hybrid_group = 0;
   std::vector<std::string> wrap_types{"Block"};  // module type names that become units
   int64_t alignment = 16;                        // elements; shards start aligned
   uint64_t seed = 0;                             // parameter init seed
@@ -109,6 +114,9 @@ class ShardedModel {
   };
   std::vector<UnitInfo> units() const;
   int stage() const { return config_.stage; }
+  // The ranks the parameters are sharded over: the world, or this rank's hybrid group. A
+  // global gradient norm sums the local shards over this group (replicas hold the same values).
+  comm::Communicator& shard_group() { return *shard_comm_; }
   size_t live_gathered_bytes() const { return live_gathered_bytes_; }
   size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
   // False once an order change disabled prefetching.
@@ -133,6 +141,9 @@ class ShardedModel {
 
   models::Module& root_;
   comm::Communicator& comm_;
+  std::unique_ptr<comm::Communicator> intra_group_;  // hybrid: ranks sharing the shards
+  std::unique_ptr<comm::Communicator> inter_group_;  // hybrid: the replicas of this shard
+  comm::Communicator* shard_comm_;
   Allocator& allocator_;
   ShardingConfig config_;
   std::vector<std::unique_ptr<Unit>> units_;
