@@ -21,7 +21,6 @@
 #include "models/gpt.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
-#include "optim/clip.h"
 #include "optim/schedule.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd.h"
@@ -85,7 +84,8 @@ int main(int argc, char** argv) {
       zs::optim::AdamWOptions adam;
       adam.beta2 = 0.95f;
       adam.weight_decay = 0.01f;
-      zs::optim::AdamW optimizer(zs::train::optimizer_views(sharded), adam);
+      const std::vector<zs::optim::ShardView> views = zs::train::optimizer_views(sharded);
+      zs::optim::AdamW optimizer(views, adam);
       const auto schedule = zs::optim::LrSchedule::warmup_cosine(3e-3f, 3e-4f, 20, steps);
       if (lead) {
         ZS_LOG_INFO(
@@ -123,8 +123,7 @@ int main(int argc, char** argv) {
         loss_avg.fill(loss.item());
         zs::backward(loss);
         sharded.finish_backward();
-        const float grad_norm =
-            zs::optim::clip_grad_norm(zs::train::optimizer_views(sharded), 1.0f, comm);
+        const float grad_norm = zs::train::clip_gradients(sharded, views, 1.0f);
         optimizer.step(schedule.lr(step));
         sharded.after_step();
         comm.all_reduce(loss_avg, zs::comm::ReduceOp::kAvg)->wait();

@@ -1,6 +1,10 @@
 // LocalShard -> optim::ShardView.
 #include "train/shard_views.h"
 
+#include <cmath>
+
+#include "optim/clip.h"
+
 namespace zs::train {
 
 std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& model) {
@@ -13,6 +17,26 @@ std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& mode
     views.push_back(std::move(view));
   }
   return views;
+}
+
+float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
+                     float max_norm) {
+  comm::Communicator& group = model.shard_group();
+  double local = 0;
+  if (model.stage() == 0) {
+    // Full replicas: sum the slice this rank would own under sharding (padded buffers divide
+    // evenly), in the same order the sharded stages sum their shards.
+    for (const optim::ShardView& view : views) {
+      const int64_t slice = view.master.numel() / group.size();
+      local += optim::grad_sum_of_squares(
+          optim::slice_view(view, group.rank() * slice, (group.rank() + 1) * slice));
+    }
+  } else {
+    local = optim::grad_sum_of_squares(views);
+  }
+  const float norm = optim::global_grad_norm(local, group);
+  if (std::isfinite(norm)) optim::scale_grads(views, optim::clip_coefficient(norm, max_norm));
+  return norm;
 }
 
 }  // namespace zs::train

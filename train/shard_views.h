@@ -14,4 +14,12 @@ namespace zs::train {
 // One view per unit, named by the unit (the names key optimizer state in checkpoints).
 std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& model);
 
+// Clips the gradients of `views` (from optimizer_views(model)) to a global norm of at most
+// `max_norm` and returns the norm before clipping, for every stage and hybrid: each gradient
+// element is counted exactly once (stage 0 holds full replicas, so each rank sums the slice it
+// would own under sharding; hybrid replicas sum within their shard group), so the norm is the
+// same bits in every stage. One all-reduce. A non-finite norm leaves the gradients untouched.
+float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
+                     float max_norm);
+
 }  // namespace zs::train
