@@ -65,8 +65,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();
 
-  // Units: modules whose type matches the wrap policy claim their subtree's parameters, inner
-  // units first (reverse pre-order visits descendants before ancestors); the root takes the rest.
+  // Units: modules the wrap policy matches (by type, or by holding at least
+  // wrap_min_parameters not yet claimed) claim their subtree's parameters, inner units first
+  // (reverse pre-order visits descendants before ancestors); the root takes the rest.
   std::vector<models::Module*> modules = root.modules();
   std::set<models::Parameter*> claimed;
   std::vector<std::unique_ptr<Unit>> found;
@@ -82,10 +83,12 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     models::Module* m = *it;
     if (m == &root) continue;
-    if (std::find(config.wrap_types.begin(), config.wrap_types.end(), m->type_name()) !=
-        config.wrap_types.end()) {
-      claim(m);
-    }
+    const bool by_type = std::find(config.wrap_types.begin(), config.wrap_types.end(),
+                                   m->type_name()) != config.wrap_types.end();
+    int64_t unclaimed = 0;
+    for (models::Parameter* p : m->parameters()) unclaimed += claimed.count(p) ? 0 : p->numel();
+    const bool by_size = config.wrap_min_parameters > 0 && unclaimed >= config.wrap_min_parameters;
+    if ((by_type || by_size) && unclaimed > 0) claim(m);
   }
   claim(&root);
   // Forward order (pre-order of the modules) for deterministic naming and collective order.

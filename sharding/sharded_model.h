@@ -52,8 +52,11 @@ struct ShardingConfig {
   // in-group reduce-scatter. Needs stage 3 and a world size divisible by the group size.
   int hybrid_group = 0;
   std::vector<std::string> wrap_types{"Block"};  // module type names that become units
-  int64_t alignment = 16;                        // elements; shards start aligned
-  uint64_t seed = 0;                             // parameter init seed
+  // Also a unit: any module holding at least this many parameters no inner unit claimed
+  // (FSDP's size-based policy); 0 = off.
+  int64_t wrap_min_parameters = 0;
+  int64_t alignment = 16;  // elements; shards start aligned
+  uint64_t seed = 0;       // parameter init seed
   // Mixed precision: the dtype parameters are gathered and computed in, and the dtype gradients
   // travel in. Masters, optimizer state and gradient accumulators are fp32 either way.
   DType param_dtype = DType::kF32;
