@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "comm/types.h"
 #include "runtime/dtype.h"
@@ -36,11 +37,21 @@ namespace zs::comm {
 //   result = reduce_finish<op>(acc, N)
 // with fp16/bf16 values widened to fp32 before (runtime/half.h) and the result narrowed after.
 
-// Folds the next rank's value `x` into the running result `acc` (fp32 accumulator).
-template <ReduceOp kOp>
-ZS_HOST_DEVICE inline float reduce_combine(float acc, float x) {
+// The accumulator types: fp32 (for fp32, fp16 and bf16 elements) and int32.
+template <typename T>
+constexpr bool kIsReduceAccumulator = std::is_same_v<T, float> || std::is_same_v<T, int32_t>;
+
+// Folds the next rank's value `x` into the running result `acc`. An int32 sum is computed in
+// uint32, so that it wraps modulo 2^32 with defined behaviour.
+template <ReduceOp kOp, typename T>
+ZS_HOST_DEVICE inline T reduce_combine(T acc, T x) {
+  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float or int32_t");
   if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-    return acc + x;
+    if constexpr (std::is_same_v<T, int32_t>) {
+      return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
+    } else {
+      return acc + x;
+    }
   } else if constexpr (kOp == ReduceOp::kMax) {
     return x > acc ? x : acc;
   } else {
@@ -48,33 +59,13 @@ ZS_HOST_DEVICE inline float reduce_combine(float acc, float x) {
   }
 }
 
-// int32: the sum is computed in uint32 so that it wraps modulo 2^32 with defined behaviour.
-template <ReduceOp kOp>
-ZS_HOST_DEVICE inline int32_t reduce_combine(int32_t acc, int32_t x) {
-  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-    return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
-  } else if constexpr (kOp == ReduceOp::kMax) {
-    return x > acc ? x : acc;
-  } else {
-    return x < acc ? x : acc;
-  }
-}
-
-// The result from the combined value of all `n_ranks` ranks: avg divides, every other op keeps
-// the value.
-template <ReduceOp kOp>
-ZS_HOST_DEVICE inline float reduce_finish(float acc, int n_ranks) {
+// The result from the combined value of all `n_ranks` ranks: avg divides (fp32 division, or
+// C++ integer division for int32), every other op keeps the value.
+template <ReduceOp kOp, typename T>
+ZS_HOST_DEVICE inline T reduce_finish(T acc, int n_ranks) {
+  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float or int32_t");
   if constexpr (kOp == ReduceOp::kAvg) {
-    return acc / static_cast<float>(n_ranks);
-  } else {
-    return acc;
-  }
-}
-
-template <ReduceOp kOp>
-ZS_HOST_DEVICE inline int32_t reduce_finish(int32_t acc, int n_ranks) {
-  if constexpr (kOp == ReduceOp::kAvg) {
-    return acc / n_ranks;
+    return acc / static_cast<T>(n_ranks);
   } else {
     return acc;
   }

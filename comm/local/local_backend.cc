@@ -26,145 +26,19 @@
 #include <thread>
 #include <type_traits>
 
+#include "comm/reduce.h"
 #include "runtime/error.h"
-#include "runtime/half.h"
 #include "runtime/logging.h"
 
 namespace zs::comm {
 namespace {
 
-// Elements reduced per block: fits the fp32 accumulator and the widened input in L1.
-constexpr size_t kBlock = 2048;
 // all_reduce slices start on multiples of this many elements (64 bytes of fp16/bf16).
 constexpr size_t kSliceAlign = 32;
 // Brief spin before blocking: a peer usually arrives within microseconds, and a futex sleep and
 // wake costs more than that. The spin yields the core on every turn (2-core machines run more
 // rank threads than cores).
 constexpr auto kSpinTime = std::chrono::microseconds(50);
-
-// ---------------------------------------------------------------------------------------------
-// Arithmetic. One element-wise definition serves all_reduce and reduce_scatter, which is what
-// makes them agree bit for bit.
-
-template <ReduceOp kOp, typename T>
-inline T combine(T acc, T x) {
-  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-    return acc + x;
-  } else if constexpr (kOp == ReduceOp::kMax) {
-    return x > acc ? x : acc;
-  } else {
-    return x < acc ? x : acc;
-  }
-}
-
-// Widens n elements at `in` (fp32, fp16 or bf16) into `out`.
-inline void load_f32(float* out, const void* in, size_t n, DType dtype) {
-  switch (dtype) {
-    case DType::kF16:
-      f16_to_f32(static_cast<const uint16_t*>(in), out, n);
-      break;
-    case DType::kBF16:
-      bf16_to_f32(static_cast<const uint16_t*>(in), out, n);
-      break;
-    default:
-      std::memcpy(out, in, n * sizeof(float));
-      break;
-  }
-}
-
-inline void store_f32(void* out, const float* in, size_t n, DType dtype) {
-  switch (dtype) {
-    case DType::kF16:
-      f32_to_f16(in, static_cast<uint16_t*>(out), n);
-      break;
-    case DType::kBF16:
-      f32_to_bf16(in, static_cast<uint16_t*>(out), n);
-      break;
-    default:
-      std::memcpy(out, in, n * sizeof(float));
-      break;
-  }
-}
-
-// out[i] = in[0][i] ∘ in[1][i] ∘ … (ranks in order) for floating dtypes, fp32 accumulation,
-// one rounding at the store. `out` may alias one of the inputs: each block is read completely
-// before it is written.
-template <ReduceOp kOp>
-void reduce_floating(void* out, const std::vector<const char*>& in, size_t count, DType dtype) {
-  const size_t esize = dtype_size(dtype);
-  const int n_inputs = static_cast<int>(in.size());
-  alignas(64) float acc[kBlock];
-  alignas(64) float widened[kBlock];
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
-    load_f32(acc, in[0] + begin * esize, n, dtype);
-    for (int q = 1; q < n_inputs; ++q) {
-      const float* x;
-      if (dtype == DType::kF32) {
-        x = reinterpret_cast<const float*>(in[q]) + begin;
-      } else {
-        load_f32(widened, in[q] + begin * esize, n, dtype);
-        x = widened;
-      }
-      for (size_t i = 0; i < n; ++i) acc[i] = combine<kOp>(acc[i], x[i]);
-    }
-    if constexpr (kOp == ReduceOp::kAvg) {
-      const float divisor = static_cast<float>(n_inputs);
-      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / divisor;
-    }
-    store_f32(static_cast<char*>(out) + begin * esize, acc, n, dtype);
-  }
-}
-
-// int32: sums wrap modulo 2^32 (computed in uint32, so wrapping is defined); avg divides the
-// wrapped sum by the number of ranks, truncating toward zero.
-template <ReduceOp kOp>
-void reduce_int32(void* out, const std::vector<const char*>& in, size_t count) {
-  const int n_inputs = static_cast<int>(in.size());
-  alignas(64) int32_t acc[kBlock];
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
-    std::memcpy(acc, in[0] + begin * sizeof(int32_t), n * sizeof(int32_t));
-    for (int q = 1; q < n_inputs; ++q) {
-      const int32_t* x = reinterpret_cast<const int32_t*>(in[q]) + begin;
-      if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-        for (size_t i = 0; i < n; ++i) {
-          acc[i] =
-              static_cast<int32_t>(static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(x[i]));
-        }
-      } else {
-        for (size_t i = 0; i < n; ++i) acc[i] = combine<kOp>(acc[i], x[i]);
-      }
-    }
-    if constexpr (kOp == ReduceOp::kAvg) {
-      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / n_inputs;
-    }
-    std::memcpy(static_cast<char*>(out) + begin * sizeof(int32_t), acc, n * sizeof(int32_t));
-  }
-}
-
-template <ReduceOp kOp>
-void reduce_typed(void* out, const std::vector<const char*>& in, size_t count, DType dtype) {
-  if (dtype == DType::kI32) {
-    reduce_int32<kOp>(out, in, count);
-  } else {
-    reduce_floating<kOp>(out, in, count, dtype);
-  }
-}
-
-void reduce(void* out, const std::vector<const char*>& in, size_t count, DType dtype, ReduceOp op) {
-  if (count == 0) return;
-  switch (op) {
-    case ReduceOp::kSum:
-      return reduce_typed<ReduceOp::kSum>(out, in, count, dtype);
-    case ReduceOp::kAvg:
-      return reduce_typed<ReduceOp::kAvg>(out, in, count, dtype);
-    case ReduceOp::kMax:
-      return reduce_typed<ReduceOp::kMax>(out, in, count, dtype);
-    case ReduceOp::kMin:
-      return reduce_typed<ReduceOp::kMin>(out, in, count, dtype);
-  }
-}
 
 inline void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
@@ -379,11 +253,13 @@ class LocalBackend final : public Backend {
     {
       const size_t begin = slice_begin(rank_);
       const size_t end = slice_begin(rank_ + 1);
-      std::vector<const char*> inputs(static_cast<size_t>(size_));
+      std::vector<const void*> slices(static_cast<size_t>(size_));
       for (int q = 0; q < size_; ++q) {
-        inputs[q] = static_cast<const char*>(all[q].out) + begin * esize;
+        slices[q] = static_cast<const char*>(all[q].out) + begin * esize;
       }
-      reduce(static_cast<char*>(data) + begin * esize, inputs, end - begin, dtype, op);
+      // This rank's slice is also slices[rank_]: reduce_rank_slices allows that aliasing.
+      reduce_rank_slices(static_cast<char*>(data) + begin * esize, slices.data(), size_,
+                         end - begin, dtype, op);
     }
     sync();  // every slice is reduced
     for (int s = 0; s < size_; ++s) {
@@ -417,9 +293,9 @@ class LocalBackend final : public Backend {
     p.out = shard;
     const Posting* all = enter(p, call);
     const size_t offset = static_cast<size_t>(rank_) * count * dtype_size(dtype);
-    std::vector<const char*> inputs(static_cast<size_t>(size_));
-    for (int q = 0; q < size_; ++q) inputs[q] = static_cast<const char*>(all[q].in) + offset;
-    reduce(shard, inputs, count, dtype, op);
+    std::vector<const void*> slices(static_cast<size_t>(size_));
+    for (int q = 0; q < size_; ++q) slices[q] = static_cast<const char*>(all[q].in) + offset;
+    reduce_rank_slices(shard, slices.data(), size_, count, dtype, op);
     sync();
   }
 

@@ -8,8 +8,8 @@
 #include <exception>
 #include <thread>
 
+#include "comm/reduce.h"
 #include "runtime/error.h"
-#include "runtime/half.h"
 #include "runtime/logging.h"
 
 namespace zs::comm {
@@ -147,104 +147,15 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-// --- Rank-ordered reduction of the slices a rank received (one arithmetic for every path) ---
-
-void widen(DType dtype, const void* in, float* out, size_t n) {
-  switch (dtype) {
-    case DType::kF32:
-      std::memcpy(out, in, n * sizeof(float));
-      break;
-    case DType::kF16:
-      f16_to_f32(static_cast<const uint16_t*>(in), out, n);
-      break;
-    case DType::kBF16:
-      bf16_to_f32(static_cast<const uint16_t*>(in), out, n);
-      break;
-    case DType::kI32:
-      break;
-  }
-}
-
-void narrow(DType dtype, const float* in, void* out, size_t n) {
-  switch (dtype) {
-    case DType::kF32:
-      std::memcpy(out, in, n * sizeof(float));
-      break;
-    case DType::kF16:
-      f32_to_f16(in, static_cast<uint16_t*>(out), n);
-      break;
-    case DType::kBF16:
-      f32_to_bf16(in, static_cast<uint16_t*>(out), n);
-      break;
-    case DType::kI32:
-      break;
-  }
-}
-
-// out[j] = op over q = 0, 1, …, size−1 (in that order) of slice q's element j, where slice q
-// holds `count` elements at slices + q·count·esize. Floating types accumulate in fp32 and round
-// once; avg divides the fp32 sum by `size` (a division, as the local backend does); int32 sums
-// wrap and avg truncates toward zero. `out` may not overlap the slices.
-void reduce_slices(const unsigned char* slices, size_t count, int size, DType dtype, ReduceOp op,
-                   void* out) {
-  const size_t esize = dtype_size(dtype);
-  if (dtype == DType::kI32) {
-    auto slice = [&](int q) {
-      return reinterpret_cast<const int32_t*>(slices + static_cast<size_t>(q) * count * esize);
-    };
-    auto* result = static_cast<int32_t*>(out);
-    std::memcpy(result, slice(0), count * esize);
-    for (int q = 1; q < size; ++q) {
-      const int32_t* v = slice(q);
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          for (size_t j = 0; j < count; ++j) {
-            result[j] = static_cast<int32_t>(static_cast<uint32_t>(result[j]) +
-                                             static_cast<uint32_t>(v[j]));
-          }
-          break;
-        case ReduceOp::kMax:
-          for (size_t j = 0; j < count; ++j) result[j] = v[j] > result[j] ? v[j] : result[j];
-          break;
-        case ReduceOp::kMin:
-          for (size_t j = 0; j < count; ++j) result[j] = v[j] < result[j] ? v[j] : result[j];
-          break;
-      }
-    }
-    if (op == ReduceOp::kAvg) {
-      for (size_t j = 0; j < count; ++j) result[j] /= size;
-    }
-    return;
-  }
-  // Blocks keep the fp32 accumulator and the widened slice in L1/L2.
-  constexpr size_t kBlock = 2048;
-  float acc[kBlock];
-  float value[kBlock];
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
-    widen(dtype, slices + begin * esize, acc, n);
-    for (int q = 1; q < size; ++q) {
-      widen(dtype, slices + (static_cast<size_t>(q) * count + begin) * esize, value, n);
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          for (size_t j = 0; j < n; ++j) acc[j] += value[j];
-          break;
-        case ReduceOp::kMax:
-          for (size_t j = 0; j < n; ++j) acc[j] = value[j] > acc[j] ? value[j] : acc[j];
-          break;
-        case ReduceOp::kMin:
-          for (size_t j = 0; j < n; ++j) acc[j] = value[j] < acc[j] ? value[j] : acc[j];
-          break;
-      }
-    }
-    if (op == ReduceOp::kAvg) {
-      const float divisor = static_cast<float>(size);
-      for (size_t j = 0; j < n; ++j) acc[j] /= divisor;
-    }
-    narrow(dtype, acc, static_cast<unsigned char*>(out) + begin * esize, n);
-  }
+// The rank-ordered reduction of the `size` slices a rank received, stored one after the other
+// (slice q holds `count` elements at slices + q·count·esize), into `out`, which does not overlap
+// them. The arithmetic is comm/reduce.h's, shared with the local backend.
+void reduce_received_slices(const unsigned char* slices, size_t count, int size, DType dtype,
+                            ReduceOp op, void* out) {
+  const size_t slice_bytes = count * dtype_size(dtype);
+  std::vector<const void*> rank_slices(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) rank_slices[q] = slices + static_cast<size_t>(q) * slice_bytes;
+  reduce_rank_slices(out, rank_slices.data(), size, count, dtype, op);
 }
 
 }  // namespace
@@ -557,8 +468,8 @@ void MpiBackend::all_reduce(void* data, size_t count, DType dtype, ReduceOp op, 
     }
     wait(pending, call, what, "while exchanging slices to reduce");
     if (my_len > 0) {
-      reduce_slices(pending->staging.data(), my_len, size_, dtype, op,
-                    bytes + (offset[rank_] + begin) * esize);
+      reduce_received_slices(pending->staging.data(), my_len, size_, dtype, op,
+                             bytes + (offset[rank_] + begin) * esize);
     }
     staging_ = std::move(pending->staging);
     if (count == 0) break;
@@ -613,8 +524,8 @@ void MpiBackend::reduce_scatter(const void* full, void* shard, size_t count, DTy
     }
     wait(pending, call, what, "while exchanging slices to reduce");
     if (len > 0) {
-      reduce_slices(pending->staging.data(), len, size_, dtype, op,
-                    static_cast<unsigned char*>(shard) + begin * esize);
+      reduce_received_slices(pending->staging.data(), len, size_, dtype, op,
+                             static_cast<unsigned char*>(shard) + begin * esize);
     }
     staging_ = std::move(pending->staging);
     if (count == 0) break;
