@@ -1,0 +1,792 @@
+// Step time and peak per-rank memory of one GPT trained through ShardedModel on local ranks
+// (threads of this process, each with cores / ranks intra-op threads), for ZeRO stages 0, 1, 2, 3
+// in fp32 and in bf16 (param_dtype = reduce_dtype = bf16), stage 3 with prefetch on and off.
+// The target: stage 3 <= 1.15 x stage 0 on the local backend with prefetch on; the ratio
+// is printed from the same run, per dtype.
+//
+// A step is what examples/tiny_gpt_zero3.cc runs: loss, backward, finish_backward, AdamW step,
+// after_step. Every step starts after a barrier; a step's time is the slower rank's, and
+// ms/step is the MEDIAN over the measured steps after the warm-up (best also shown). Memory is
+// each rank's MemoryTracker peak per category over the measured steps, the max over ranks.
+//
+// The second table says where a step's time goes (means over measured steps and ranks):
+// - the rank (compute) thread's phases: forward+loss, backward, finish_backward, optimizer,
+//   after_step; stage 3's gathers are waited for inside forward and backward.
+// - the rank thread's wall time split into on-CPU, runnable-but-not-running (runqueue wait from
+//   /proc/.../schedstat: the core was busy with another thread) and blocked (= the rest:
+//   sleeping in Work::wait or the local backend's rendezvous).
+// - the communicator thread's time inside collectives (comm.stats(), includes rendezvous
+//   waits), its CPU time inside them (a wrapping backend reads the thread CPU clock) and its
+//   runqueue wait; minor page faults of the rank thread; and the share of the machine's CPU
+//   other processes took during the measured steps (the machine is shared).
+// Prints; never asserts.
+//
+// Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
+// rounds, dtypes, stages, prefetch; see kUsage)
+// A quick check: zs-bench-sharding width=64 layers=2 context=32 steps=2 warmup=1
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/local/local_backend.h"
+#include "models/gpt.h"
+#include "ops/cpu/gemm.h"
+#include "optim/adamw.h"
+#include "runtime/allocator.h"
+#include "runtime/autograd.h"
+#include "runtime/rng.h"
+#include "sharding/sharded_model.h"
+#include "train/shard_views.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using zs::comm::CollectiveKind;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// This process's CPU time (all threads) and minor page faults so far.
+struct ProcessUsage {
+  double cpu = 0;     // user + system seconds
+  double system = 0;  // of which in the kernel (page faults, futexes, mmap/munmap)
+  double minor_faults = 0;
+};
+
+ProcessUsage process_usage() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec);
+  };
+  return {seconds(usage.ru_utime) + seconds(usage.ru_stime), seconds(usage.ru_stime),
+          static_cast<double>(usage.ru_minflt)};
+}
+
+// Busy CPU seconds of the whole machine (all processes) since boot, from /proc/stat.
+double machine_busy_seconds() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
+  return static_cast<double>(user + nice + system + irq + softirq) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A thread's time on a CPU and time runnable but waiting for one (seconds), from schedstat.
+struct SchedTimes {
+  double running = 0;
+  double runqueue = 0;
+};
+
+SchedTimes sched_times(long tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+  unsigned long long running_ns = 0, runqueue_ns = 0;
+  in >> running_ns >> runqueue_ns;
+  return {1e-9 * static_cast<double>(running_ns), 1e-9 * static_cast<double>(runqueue_ns)};
+}
+
+long current_tid() { return static_cast<long>(syscall(SYS_gettid)); }
+
+// What a freshly mapped page costs on first touch (the page fault and the kernel zeroing it),
+// beyond writing it when it is already mapped: microseconds per 4 KiB page, best of 3. Stage 2/3
+// free and re-allocate their gathered parameters and gradient buffers every step; when the
+// allocator hands the memory back to the kernel, each reuse pays this per page.
+double first_touch_us_per_page() {
+  constexpr size_t kBytes = 64 << 20;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    void* memory =
+        mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return 0;
+    auto start = Clock::now();
+    std::memset(memory, 1, kBytes);
+    const double fresh = seconds_since(start);
+    start = Clock::now();
+    std::memset(memory, 2, kBytes);
+    const double warm = seconds_since(start);
+    munmap(memory, kBytes);
+    best = std::min(best, (fresh - warm) / static_cast<double>(kBytes / page) * 1e6);
+  }
+  return best;
+}
+
+// Forwards every call to the local backend and charges the communicator thread's CPU time
+// inside it to the collective's kind. Methods run on the communicator thread; the readers run
+// on the rank thread, hence the mutex.
+class TimedBackend final : public zs::comm::Backend {
+ public:
+  explicit TimedBackend(std::unique_ptr<Backend> target) : target_(std::move(target)) {}
+  TimedBackend(const TimedBackend&) = delete;
+  TimedBackend& operator=(const TimedBackend&) = delete;
+
+  int rank() const override { return target_->rank(); }
+  int size() const override { return target_->size(); }
+  const char* name() const override { return target_->name(); }
+
+  void all_reduce(void* data, size_t count, zs::DType dtype, zs::comm::ReduceOp op,
+                  const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->all_reduce(data, count, dtype, op, call);
+  }
+  void all_gather(const void* shard, void* full, size_t count, zs::DType dtype,
+                  const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->all_gather(shard, full, count, dtype, call);
+  }
+  void reduce_scatter(const void* full, void* shard, size_t count, zs::DType dtype,
+                      zs::comm::ReduceOp op, const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->reduce_scatter(full, shard, count, dtype, op, call);
+  }
+  void broadcast(void* data, size_t count, zs::DType dtype, int root,
+                 const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->broadcast(data, count, dtype, root, call);
+  }
+  void gather(const void* in, void* out, size_t count, zs::DType dtype, int root,
+              const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->gather(in, out, count, dtype, root, call);
+  }
+  void scatter(const void* in, void* out, size_t count, zs::DType dtype, int root,
+               const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->scatter(in, out, count, dtype, root, call);
+  }
+  void barrier(const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->barrier(call);
+  }
+  void send(const void* data, size_t count, zs::DType dtype, int peer,
+            const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->send(data, count, dtype, peer, call);
+  }
+  void recv(void* data, size_t count, zs::DType dtype, int peer,
+            const zs::comm::Call& call) override {
+    Charge charge(*this, call.kind);
+    target_->recv(data, count, dtype, peer, call);
+  }
+  std::unique_ptr<Backend> split(int color, int key, const zs::comm::Call& call) override {
+    return target_->split(color, key, call);
+  }
+  void abort(const std::string& reason) override { target_->abort(reason); }
+
+  double cpu_seconds(CollectiveKind kind) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cpu_seconds_[static_cast<size_t>(kind)];
+  }
+  // The communicator thread's id (0 before its first collective).
+  long thread_id() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return thread_id_;
+  }
+
+ private:
+  class Charge {
+   public:
+    Charge(TimedBackend& backend, CollectiveKind kind)
+        : backend_(backend), kind_(kind), start_(thread_cpu_seconds()) {}
+    ~Charge() {
+      const double spent = thread_cpu_seconds() - start_;
+      std::lock_guard<std::mutex> lock(backend_.mutex_);
+      backend_.cpu_seconds_[static_cast<size_t>(kind_)] += spent;
+      backend_.thread_id_ = current_tid();
+    }
+    Charge(const Charge&) = delete;
+    Charge& operator=(const Charge&) = delete;
+
+   private:
+    TimedBackend& backend_;
+    const CollectiveKind kind_;
+    const double start_;
+  };
+
+  std::unique_ptr<Backend> target_;
+  mutable std::mutex mutex_;
+  std::array<double, zs::comm::kNumCollectiveKinds> cpu_seconds_{};
+  long thread_id_ = 0;
+};
+
+struct RunConfig {
+  int stage = 0;
+  zs::DType dtype = zs::DType::kF32;
+  bool prefetch = true;
+};
+
+struct Workload {
+  zs::models::GptConfig gpt;
+  int64_t global_batch = 8;
+  int ranks = 2;
+  int warmup = 2;
+  int steps = 6;
+};
+
+// One measured step on one rank (seconds).
+struct StepSample {
+  double wall = 0;
+  double forward = 0;  // loss included
+  double backward = 0;
+  double finish_backward = 0;
+  double optimizer = 0;
+  double after_step = 0;
+  // The rank thread in forward and in backward: on a core, and runnable but waiting for one
+  // (schedstat); the rest of the phase's wall time it was blocked (waiting for a Work).
+  double forward_cpu = 0;
+  double forward_runqueue = 0;
+  double backward_cpu = 0;
+  double backward_runqueue = 0;
+};
+
+constexpr zs::MemoryCategory kShownCategories[] = {
+    zs::MemoryCategory::kParameters,    zs::MemoryCategory::kGradients,
+    zs::MemoryCategory::kMasterWeights, zs::MemoryCategory::kOptimizerState,
+    zs::MemoryCategory::kActivations,   zs::MemoryCategory::kCommBuffers,
+};
+constexpr int kNumShown = 6;
+
+constexpr CollectiveKind kStepKinds[] = {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                                         CollectiveKind::kAllReduce};
+
+// What one rank measured over the measured steps.
+struct RankReport {
+  std::vector<StepSample> steps;
+  std::array<size_t, kNumShown> peak_bytes{};
+  size_t peak_total = 0;
+  double compute_cpu = 0;       // rank thread, on-CPU seconds (schedstat)
+  double compute_runqueue = 0;  // rank thread, runnable but waiting for a core
+  double comm_wall = 0;         // communicator thread inside step collectives (comm.stats())
+  double comm_cpu = 0;          // its CPU time inside them
+  double comm_runqueue = 0;     // communicator thread, runnable but waiting for a core
+  double comm_running = 0;      // communicator thread, on-CPU seconds (schedstat)
+  std::array<double, 3> comm_wall_by_kind{};
+  std::array<double, 3> comm_cpu_by_kind{};
+  // Rank 0 only, over the window (all threads of the process; the window also holds the
+  // barriers between steps):
+  ProcessUsage process;
+  double others_cpu_share = 0;  // other processes' CPU / (cores × window)
+  int64_t parameters = 0;
+  size_t units = 0;
+};
+
+// One run of one configuration (one round).
+struct Result {
+  RunConfig config;
+  std::vector<double> step_ms;  // per measured step, the slower rank's
+  std::array<size_t, kNumShown> peak_bytes{};
+  size_t peak_total = 0;
+  StepSample phases_ms;  // means over steps and ranks
+  double compute_cpu_ms = 0, compute_runqueue_ms = 0, compute_blocked_ms = 0;
+  double comm_wall_ms = 0, comm_cpu_ms = 0, comm_runqueue_ms = 0, comm_running_ms = 0;
+  std::array<double, 3> comm_wall_by_kind_ms{};
+  std::array<double, 3> comm_cpu_by_kind_ms{};
+  ProcessUsage process_per_step;  // ms for cpu and system; faults per step
+  double others_cpu_share = 0;
+  int64_t parameters = 0;
+  size_t units = 0;
+};
+
+Result run(const RunConfig& config, const Workload& work) {
+  const int ranks = work.ranks;
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+  const int64_t local_batch = work.global_batch / ranks;
+  const int64_t seq = work.gpt.context;
+  std::vector<RankReport> reports(static_cast<size_t>(ranks));
+  std::vector<TimedBackend*> backends(static_cast<size_t>(ranks), nullptr);
+  std::mutex backends_mutex;
+
+  zs::comm::LocalRunOptions options;
+  options.wrap_backend = [&](std::unique_ptr<zs::comm::Backend> backend, int rank) {
+    auto timed = std::make_unique<TimedBackend>(std::move(backend));
+    std::lock_guard<std::mutex> lock(backends_mutex);
+    backends[static_cast<size_t>(rank)] = timed.get();
+    return std::unique_ptr<zs::comm::Backend>(std::move(timed));
+  };
+  zs::comm::run_local_ranks(
+      ranks,
+      [&](zs::comm::Communicator& comm) {
+        zs::ops::cpu::set_intra_op_threads(threads);
+        const int rank = comm.rank();
+        TimedBackend* timed = nullptr;
+        {
+          std::lock_guard<std::mutex> lock(backends_mutex);
+          timed = backends[static_cast<size_t>(rank)];
+        }
+        RankReport& report = reports[static_cast<size_t>(rank)];
+        zs::MemoryTracker tracker("rank " + std::to_string(rank) + " cpu");
+        zs::CpuAllocator allocator(&tracker);
+        zs::models::Gpt model(work.gpt);
+        zs::sharding::ShardingConfig sharding;
+        sharding.stage = config.stage;
+        sharding.seed = 42;
+        sharding.param_dtype = config.dtype;
+        sharding.reduce_dtype = config.dtype;
+        sharding.prefetch = config.prefetch;
+        zs::sharding::ShardedModel sharded(model, comm, allocator, sharding);
+        zs::optim::AdamWOptions adam;
+        adam.weight_decay = 0.01f;
+        zs::optim::AdamW optimizer(zs::train::optimizer_views(sharded), adam);
+        report.parameters = model.num_parameters();
+        report.units = sharded.units().size();
+
+        // Random tokens, fixed across steps (the data does not change the work).
+        zs::Tensor ids = zs::Tensor::empty({local_batch, seq}, zs::DType::kI32, allocator, "ids");
+        zs::Tensor targets =
+            zs::Tensor::empty({local_batch, seq}, zs::DType::kI32, allocator, "targets");
+        for (int64_t i = 0; i < local_batch * seq; ++i) {
+          const uint64_t index = static_cast<uint64_t>(rank * local_batch * seq + i);
+          ids.data<int32_t>()[i] = static_cast<int32_t>(
+              zs::random_bits(zs::rng_key(7, "ids"), index) % work.gpt.vocab_size);
+          targets.data<int32_t>()[i] = static_cast<int32_t>(
+              zs::random_bits(zs::rng_key(7, "targets"), index) % work.gpt.vocab_size);
+        }
+
+        const long compute_tid = current_tid();
+        SchedTimes compute_start, comm_start;
+        std::array<double, 3> cpu_start{};
+        double machine_start = 0;
+        ProcessUsage process_start;
+        Clock::time_point window_start;
+        for (int step = 0; step < work.warmup + work.steps; ++step) {
+          comm.barrier()->wait();
+          const bool measured = step >= work.warmup;
+          if (step == work.warmup) {
+            // The measured window opens; every counter below is a difference from here.
+            comm.stats().reset();
+            tracker.reset_peaks();
+            compute_start = sched_times(compute_tid);
+            comm_start = sched_times(timed->thread_id());
+            for (size_t k = 0; k < 3; ++k) cpu_start[k] = timed->cpu_seconds(kStepKinds[k]);
+            machine_start = machine_busy_seconds();
+            process_start = process_usage();
+            window_start = Clock::now();
+          }
+          StepSample sample;
+          const auto t0 = Clock::now();
+          {
+            // CPU time from the thread clock (exact); schedstat's run time of a running
+            // thread lags by up to a tick, its runqueue wait does not (it is charged when the
+            // thread gets a core, and this thread is running when it reads it).
+            const double cpu0 = thread_cpu_seconds();
+            const double queued0 = sched_times(compute_tid).runqueue;
+            zs::Tensor loss = model.loss(ids, targets);
+            const auto t1 = Clock::now();
+            const double cpu1 = thread_cpu_seconds();
+            const double queued1 = sched_times(compute_tid).runqueue;
+            zs::backward(loss);
+            sample.forward = std::chrono::duration<double>(t1 - t0).count();
+            sample.backward = seconds_since(t1);
+            sample.forward_cpu = cpu1 - cpu0;
+            sample.forward_runqueue = queued1 - queued0;
+            sample.backward_cpu = thread_cpu_seconds() - cpu1;
+            sample.backward_runqueue = sched_times(compute_tid).runqueue - queued1;
+          }
+          auto t = Clock::now();
+          sharded.finish_backward();
+          sample.finish_backward = seconds_since(t);
+          t = Clock::now();
+          optimizer.step(adam.lr);
+          sample.optimizer = seconds_since(t);
+          t = Clock::now();
+          sharded.after_step();
+          sample.after_step = seconds_since(t);
+          sample.wall = seconds_since(t0);
+          if (measured) report.steps.push_back(sample);
+        }
+        // Close the window: the stats of the step collectives are final once the barrier
+        // (queued after them on the same thread) has completed.
+        comm.barrier()->wait();
+        const double window = seconds_since(window_start);
+        const SchedTimes compute_end = sched_times(compute_tid);
+        const SchedTimes comm_end = sched_times(timed->thread_id());
+        report.compute_cpu = compute_end.running - compute_start.running;
+        report.compute_runqueue = compute_end.runqueue - compute_start.runqueue;
+        report.comm_runqueue = comm_end.runqueue - comm_start.runqueue;
+        report.comm_running = comm_end.running - comm_start.running;
+        for (size_t k = 0; k < 3; ++k) {
+          report.comm_wall_by_kind[k] = comm.stats().get(kStepKinds[k]).seconds;
+          report.comm_cpu_by_kind[k] = timed->cpu_seconds(kStepKinds[k]) - cpu_start[k];
+          report.comm_wall += report.comm_wall_by_kind[k];
+          report.comm_cpu += report.comm_cpu_by_kind[k];
+        }
+        if (rank == 0) {
+          const ProcessUsage process_end = process_usage();
+          report.process = {process_end.cpu - process_start.cpu,
+                            process_end.system - process_start.system,
+                            process_end.minor_faults - process_start.minor_faults};
+          const double others = (machine_busy_seconds() - machine_start) - report.process.cpu;
+          report.others_cpu_share =
+              std::max(0.0, others) /
+              (window * static_cast<double>(std::thread::hardware_concurrency()));
+        }
+        for (int c = 0; c < kNumShown; ++c)
+          report.peak_bytes[c] = tracker.peak(kShownCategories[c]);
+        report.peak_total = tracker.peak_total();
+      },
+      options);
+
+  Result result;
+  result.config = config;
+  result.parameters = reports[0].parameters;
+  result.units = reports[0].units;
+  result.others_cpu_share = reports[0].others_cpu_share;
+  result.process_per_step = {1e3 * reports[0].process.cpu / work.steps,
+                             1e3 * reports[0].process.system / work.steps,
+                             reports[0].process.minor_faults / work.steps};
+  for (int s = 0; s < work.steps; ++s) {
+    double slowest = 0;
+    for (const RankReport& r : reports) slowest = std::max(slowest, r.steps[s].wall);
+    result.step_ms.push_back(1e3 * slowest);
+  }
+  const double per = 1e3 / (static_cast<double>(work.steps) * ranks);  // mean ms per step & rank
+  double wall = 0;
+  for (const RankReport& r : reports) {
+    for (int c = 0; c < kNumShown; ++c) {
+      result.peak_bytes[c] = std::max(result.peak_bytes[c], r.peak_bytes[c]);
+    }
+    result.peak_total = std::max(result.peak_total, r.peak_total);
+    for (const StepSample& s : r.steps) {
+      wall += s.wall * per;
+      result.phases_ms.forward += s.forward * per;
+      result.phases_ms.backward += s.backward * per;
+      result.phases_ms.finish_backward += s.finish_backward * per;
+      result.phases_ms.optimizer += s.optimizer * per;
+      result.phases_ms.after_step += s.after_step * per;
+      result.phases_ms.forward_cpu += s.forward_cpu * per;
+      result.phases_ms.backward_cpu += s.backward_cpu * per;
+      result.phases_ms.forward_runqueue += s.forward_runqueue * per;
+      result.phases_ms.backward_runqueue += s.backward_runqueue * per;
+    }
+    result.compute_cpu_ms += r.compute_cpu * per;
+    result.compute_runqueue_ms += r.compute_runqueue * per;
+    result.comm_wall_ms += r.comm_wall * per;
+    result.comm_cpu_ms += r.comm_cpu * per;
+    result.comm_runqueue_ms += r.comm_runqueue * per;
+    result.comm_running_ms += r.comm_running * per;
+    for (size_t k = 0; k < 3; ++k) {
+      result.comm_wall_by_kind_ms[k] += r.comm_wall_by_kind[k] * per;
+      result.comm_cpu_by_kind_ms[k] += r.comm_cpu_by_kind[k] * per;
+    }
+  }
+  result.phases_ms.wall = wall;
+  // The schedstat window also holds the barriers between steps; the blocked time is taken
+  // against the step wall time, so it is a slight underestimate of time spent sleeping.
+  result.compute_blocked_ms =
+      std::max(0.0, wall - result.compute_cpu_ms - result.compute_runqueue_ms);
+  return result;
+}
+
+const char* dtype_label(zs::DType dtype) { return dtype == zs::DType::kF32 ? "fp32" : "bf16"; }
+
+std::string label(const RunConfig& c) {
+  return "ZeRO-" + std::to_string(c.stage) + " " + dtype_label(c.dtype) +
+         (c.stage == 3 ? (c.prefetch ? " pf" : " no-pf") : "");
+}
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+// The runs of one configuration over all rounds.
+struct Runs {
+  RunConfig config;
+  std::vector<Result> rounds;
+
+  std::vector<double> all_steps_ms() const {
+    std::vector<double> all;
+    for (const Result& r : rounds) all.insert(all.end(), r.step_ms.begin(), r.step_ms.end());
+    return all;
+  }
+  double median_ms() const { return median(all_steps_ms()); }
+  // The mean over rounds of one diagnostic.
+  template <typename Get>
+  double mean(Get get) const {
+    double sum = 0;
+    for (const Result& r : rounds) sum += get(r);
+    return sum / static_cast<double>(rounds.size());
+  }
+};
+
+// One column of the "where the time goes" table.
+struct Column {
+  const char* name;
+  bool new_group;  // a '|' before it
+  double (*value)(const Result&);
+};
+
+const Column kColumns[] = {
+    {"wall", false, [](const Result& r) { return r.phases_ms.wall; }},
+    {"fwd", true, [](const Result& r) { return r.phases_ms.forward; }},
+    {"f.cpu", false, [](const Result& r) { return r.phases_ms.forward_cpu; }},
+    {"f.runq", false, [](const Result& r) { return r.phases_ms.forward_runqueue; }},
+    {"f.blk", false,
+     [](const Result& r) {
+       const StepSample& p = r.phases_ms;
+       return std::max(0.0, p.forward - p.forward_cpu - p.forward_runqueue);
+     }},
+    {"bwd", true, [](const Result& r) { return r.phases_ms.backward; }},
+    {"b.cpu", false, [](const Result& r) { return r.phases_ms.backward_cpu; }},
+    {"b.runq", false, [](const Result& r) { return r.phases_ms.backward_runqueue; }},
+    {"b.blk", false,
+     [](const Result& r) {
+       const StepSample& p = r.phases_ms;
+       return std::max(0.0, p.backward - p.backward_cpu - p.backward_runqueue);
+     }},
+    {"fin", true, [](const Result& r) { return r.phases_ms.finish_backward; }},
+    {"opt", false, [](const Result& r) { return r.phases_ms.optimizer; }},
+    {"aft", false, [](const Result& r) { return r.phases_ms.after_step; }},
+    {"in-col", true, [](const Result& r) { return r.comm_wall_ms; }},
+    {"ag", false, [](const Result& r) { return r.comm_wall_by_kind_ms[0]; }},
+    {"rs", false, [](const Result& r) { return r.comm_wall_by_kind_ms[1]; }},
+    {"ar", false, [](const Result& r) { return r.comm_wall_by_kind_ms[2]; }},
+    {"ccpu", false, [](const Result& r) { return r.comm_cpu_ms; }},
+    {"crunq", false, [](const Result& r) { return r.comm_runqueue_ms; }},
+    {"pcpu", true, [](const Result& r) { return r.process_per_step.cpu; }},
+    {"sys", false, [](const Result& r) { return r.process_per_step.system; }},
+    {"faults", false, [](const Result& r) { return r.process_per_step.minor_faults; }},
+    {"others%", true, [](const Result& r) { return 100 * r.others_cpu_share; }},
+};
+
+// Splits "a,b,c".
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    if (end > begin) items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+const char kUsage[] =
+    "usage: %s [key=value ...]\n"
+    "  width=320 layers=4 context=128 batch=8 (global) ranks=2   the model and the run\n"
+    "  steps=6 warmup=2 (>= 1: stage 3 records its prefetch order on the first step)\n"
+    "  rounds=1     repeat the whole sweep, interleaved; figures pool the rounds' steps\n"
+    "  dtypes=fp32,bf16 stages=0,1,2,3 prefetch=on,off (stage 3)   which runs\n"
+    "  quick check: %s width=64 layers=2 context=32 steps=2 warmup=1\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Workload work;
+  work.gpt.vocab_size = 256;
+  work.gpt.width = 320;
+  work.gpt.n_layer = 4;
+  work.gpt.context = 128;
+  int rounds = 1;
+  std::vector<std::string> dtypes{"fp32", "bf16"}, stages{"0", "1", "2", "3"},
+      prefetch{"on", "off"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    const long long number = std::atoll(value.c_str());
+    if (key == "width") {
+      work.gpt.width = number;
+    } else if (key == "layers") {
+      work.gpt.n_layer = number;
+    } else if (key == "context") {
+      work.gpt.context = number;
+    } else if (key == "batch") {
+      work.global_batch = number;
+    } else if (key == "ranks") {
+      work.ranks = static_cast<int>(number);
+    } else if (key == "steps") {
+      work.steps = static_cast<int>(number);
+    } else if (key == "warmup") {
+      work.warmup = static_cast<int>(number);
+    } else if (key == "rounds") {
+      rounds = static_cast<int>(number);
+    } else if (key == "dtypes") {
+      dtypes = split_list(value);
+    } else if (key == "stages") {
+      stages = split_list(value);
+    } else if (key == "prefetch") {
+      prefetch = split_list(value);
+    } else {
+      std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
+      std::fprintf(stderr, kUsage, argv[0], argv[0]);
+      return 2;
+    }
+  }
+  work.gpt.n_head = std::max<int64_t>(1, work.gpt.width / 64);
+  std::vector<RunConfig> configs;
+  for (const std::string& d : dtypes) {
+    const zs::DType dtype = d == "bf16" ? zs::DType::kBF16 : zs::DType::kF32;
+    for (const std::string& st : stages) {
+      const int stage = std::atoi(st.c_str());
+      if (stage != 3) {
+        configs.push_back({stage, dtype, true});
+        continue;
+      }
+      for (const std::string& p : prefetch) configs.push_back({3, dtype, p == "on"});
+    }
+  }
+  bool valid_configs = !configs.empty();
+  for (const RunConfig& c : configs) valid_configs = valid_configs && c.stage >= 0 && c.stage <= 3;
+  if (work.gpt.width < 1 || work.gpt.n_layer < 1 || work.steps < 1 || work.warmup < 1 ||
+      work.gpt.context < 1 || work.ranks < 1 || work.global_batch < 1 ||
+      work.global_batch % work.ranks != 0 || work.gpt.width % work.gpt.n_head != 0 || rounds < 1 ||
+      !valid_configs) {
+    std::fprintf(stderr, kUsage, argv[0], argv[0]);
+    return 2;
+  }
+
+  const int threads =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / work.ranks);
+  zs::models::Gpt shape(work.gpt);  // for its FLOPs and parameter count only
+  const double flops = shape.train_flops(work.global_batch, work.gpt.context);
+  const double tokens = static_cast<double>(work.global_batch * work.gpt.context);
+  std::printf(
+      "GPT width %lld, %lld layers, %lld heads, context %lld, vocab %lld, global batch %lld: "
+      "%lld parameters, %.2f GFLOP/step (Gpt::train_flops)\n"
+      "%d local ranks x %d intra-op thread(s) on %u cores, gemm %s; load average %s; first "
+      "touch of fresh memory %.2f us/page (fault + zeroing)\n"
+      "ms/step = MEDIAN over %d measured steps (after %d warm-up) x %d round(s), each step the "
+      "slower rank's, started after a barrier; best/worst shown.\n"
+      "Peak MiB per category: MemoryTracker peak over the measured steps, max over ranks "
+      "(total = peak of the sum, incl. workspace/other).\n\n",
+      static_cast<long long>(work.gpt.width), static_cast<long long>(work.gpt.n_layer),
+      static_cast<long long>(work.gpt.n_head), static_cast<long long>(work.gpt.context),
+      static_cast<long long>(work.gpt.vocab_size), static_cast<long long>(work.global_batch),
+      static_cast<long long>(shape.num_parameters()), flops / 1e9, work.ranks, threads,
+      std::thread::hardware_concurrency(), zs::ops::cpu::gemm_backend_name(),
+      load_average().c_str(), first_touch_us_per_page(), work.steps, work.warmup, rounds);
+
+  std::vector<Runs> runs;
+  for (const RunConfig& config : configs) runs.push_back({config, {}});
+  for (int round = 0; round < rounds; ++round) {
+    for (Runs& r : runs) {
+      r.rounds.push_back(run(r.config, work));
+      if (rounds > 1) {
+        std::fprintf(stderr, "round %d %-17s %8.1f ms/step (others %.0f%%)\n", round + 1,
+                     label(r.config).c_str(), median(r.rounds.back().step_ms),
+                     100 * r.rounds.back().others_cpu_share);
+      }
+    }
+  }
+
+  std::printf("%5s %5s %8s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s\n", "stage", "dtype",
+              "prefetch", "ms/step", "best", "worst", "tok/s", "GFLOP/s", "params", "grads",
+              "master", "optim", "activ", "comm", "total");
+  for (const Runs& r : runs) {
+    const std::vector<double> steps = r.all_steps_ms();
+    const double ms = median(steps);
+    std::array<size_t, kNumShown> peak{};
+    size_t peak_total = 0;
+    for (const Result& result : r.rounds) {
+      for (int c = 0; c < kNumShown; ++c) peak[c] = std::max(peak[c], result.peak_bytes[c]);
+      peak_total = std::max(peak_total, result.peak_total);
+    }
+    std::printf(
+        "%5d %5s %8s %9.1f %8.1f %8.1f %8.0f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | "
+        "%7.2f\n",
+        r.config.stage, dtype_label(r.config.dtype),
+        r.config.stage == 3 ? (r.config.prefetch ? "on" : "off") : "-", ms,
+        *std::min_element(steps.begin(), steps.end()),
+        *std::max_element(steps.begin(), steps.end()), tokens / (ms / 1e3),
+        flops / (ms / 1e3) / 1e9, mib(peak[0]), mib(peak[1]), mib(peak[2]), mib(peak[3]),
+        mib(peak[4]), mib(peak[5]), mib(peak_total));
+  }
+
+  // The ratio wherever both stage 0 and stage 3 ran in this dtype.
+  bool header = false;
+  for (zs::DType dtype : {zs::DType::kF32, zs::DType::kBF16}) {
+    const Runs* stage0 = nullptr;
+    const Runs* stage3[2] = {nullptr, nullptr};  // prefetch off, on
+    for (const Runs& r : runs) {
+      if (r.config.dtype != dtype) continue;
+      if (r.config.stage == 0) stage0 = &r;
+      if (r.config.stage == 3) stage3[r.config.prefetch ? 1 : 0] = &r;
+    }
+    if (stage0 == nullptr || (stage3[0] == nullptr && stage3[1] == nullptr)) continue;
+    if (!header) {
+      std::printf(
+          "\nstage-3 / stage-0 step time (medians, this run; target <= 1.15 with prefetch on):\n");
+      header = true;
+    }
+    std::printf("  %s:", dtype_label(dtype));
+    for (int on : {1, 0}) {
+      if (stage3[on] == nullptr) continue;
+      const double ratio = stage3[on]->median_ms() / stage0->median_ms();
+      std::printf("  prefetch %s %.3f%s", on ? "on" : "off", ratio,
+                  on ? (ratio <= 1.15 ? " (meets)" : " (misses)") : "");
+      if (rounds > 1) {
+        std::printf(" [rounds:");
+        for (int k = 0; k < rounds; ++k) {
+          std::printf(" %.3f",
+                      median(stage3[on]->rounds[k].step_ms) / median(stage0->rounds[k].step_ms));
+        }
+        std::printf("]");
+      }
+    }
+    std::printf("\n");
+  }
+
+  std::printf(
+      "\nwhere the time goes (ms per step; rank and comm columns are means over measured steps "
+      "and ranks%s):\n"
+      "  rank thread: wall of the step and of fwd (incl. loss), bwd, fin = finish_backward, "
+      "opt = AdamW, aft = after_step;\n"
+      "    in fwd and bwd: cpu = on a core, runq = runnable but waiting for a core, blk = "
+      "blocked in waits (wall - cpu - runq)\n"
+      "  comm thread: in-col = inside step collectives (comm.stats(), incl. rendezvous waits), "
+      "of which ag/rs/ar = all_gather/reduce_scatter/all_reduce;\n"
+      "    ccpu = its CPU time inside them, crunq = its runqueue wait (ready to run, no free "
+      "core)\n"
+      "  process (all threads, per step incl. the barrier between steps): pcpu = CPU time, sys "
+      "= of which kernel, faults = minor page faults\n"
+      "  others%% = CPU share other processes took of the machine during the measured steps\n",
+      rounds > 1 ? " and rounds" : "");
+  std::printf("%-17s", "config");
+  for (const Column& c : kColumns) std::printf("%s %6s", c.new_group ? " |" : "", c.name);
+  std::printf("\n");
+  for (const Runs& r : runs) {
+    std::printf("%-17s", label(r.config).c_str());
+    for (const Column& c : kColumns) {
+      std::printf("%s %6.1f", c.new_group ? " |" : "", r.mean(c.value));
+    }
+    std::printf("\n");
+  }
+  std::printf("\nunits: %zu (Blocks + root); load average at the end %s\n", runs[0].rounds[0].units,
+              load_average().c_str());
+  return 0;
+}
