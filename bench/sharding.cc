@@ -2,23 +2,27 @@
 // (threads of this process, each with cores / ranks intra-op threads), for ZeRO stages 0, 1, 2, 3
 // in fp32 and in bf16 (param_dtype = reduce_dtype = bf16), stage 3 with prefetch on and off.
 // The target: stage 3 <= 1.15 x stage 0 on the local backend with prefetch on; the ratio
-// is printed from the same run, per dtype.
+// is printed from the same run, per dtype (and per round with rounds > 1).
 //
-// A step is what examples/tiny_gpt_zero3.cc runs: loss, backward, finish_backward, AdamW step,
-// after_step. Every step starts after a barrier; a step's time is the slower rank's, and
-// ms/step is the MEDIAN over the measured steps after the warm-up (best also shown). Memory is
-// each rank's MemoryTracker peak per category over the measured steps, the max over ranks.
+// A step is what examples/tiny_gpt_zero3.cc runs, without clipping: loss, backward,
+// finish_backward, AdamW step, after_step. Every step starts after a barrier; a step's time is
+// the slower rank's, and ms/step is the MEDIAN over the measured steps after the warm-up (best
+// and worst also shown); GFLOP/s is Gpt::train_flops of the global batch over that time. Memory
+// is each rank's MemoryTracker peak per category over the measured steps, the max over ranks.
 //
 // The second table says where a step's time goes (means over measured steps and ranks):
 // - the rank (compute) thread's phases: forward+loss, backward, finish_backward, optimizer,
-//   after_step; stage 3's gathers are waited for inside forward and backward.
-// - the rank thread's wall time split into on-CPU, runnable-but-not-running (runqueue wait from
-//   /proc/.../schedstat: the core was busy with another thread) and blocked (= the rest:
-//   sleeping in Work::wait or the local backend's rendezvous).
-// - the communicator thread's time inside collectives (comm.stats(), includes rendezvous
-//   waits), its CPU time inside them (a wrapping backend reads the thread CPU clock) and its
-//   runqueue wait; minor page faults of the rank thread; and the share of the machine's CPU
-//   other processes took during the measured steps (the machine is shared).
+//   after_step; stage 3's gathers are waited for inside forward and backward, so forward and
+//   backward are split into on-CPU (thread CPU clock), runnable-but-not-running (runqueue wait
+//   from /proc/self/task/<tid>/schedstat: another thread had the core) and blocked (the rest:
+//   sleeping in Work::wait).
+// - the communicator thread: its time inside the step's collectives (comm.stats(), includes
+//   rendezvous waits), its CPU time inside them (a wrapping backend reads the thread CPU clock)
+//   and its runqueue wait (a prefetch that is queued but has no core does not progress).
+// - the process: CPU time, kernel time and minor page faults per step, next to a calibration
+//   printed in the header (the cost of first-touching a freshly mapped page); and the share of
+//   the machine's CPU other processes took during the measured steps (the machine is shared:
+//   rows with a large share are not comparable).
 // Prints; never asserts.
 //
 // Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
@@ -43,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "comm/local/local_backend.h"
 #include "models/gpt.h"
 #include "ops/cpu/gemm.h"
@@ -85,27 +90,31 @@ ProcessUsage process_usage() {
           static_cast<double>(usage.ru_minflt)};
 }
 
-// Busy CPU seconds of the whole machine (all processes) since boot, from /proc/stat.
-double machine_busy_seconds() {
-  std::ifstream stat("/proc/stat");
-  std::string cpu;
-  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
-  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
-  return static_cast<double>(user + nice + system + irq + softirq) /
-         static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// A thread's time on a CPU and time runnable but waiting for one (seconds), from schedstat.
-struct SchedTimes {
-  double running = 0;
-  double runqueue = 0;
+// CPU seconds of the whole machine since boot, from /proc/stat: busy (all processes) and stolen
+// by the hypervisor (this is a VM: a stolen tick is time no thread of the guest ran).
+struct MachineTimes {
+  double busy = 0;
+  double steal = 0;
 };
 
-SchedTimes sched_times(long tid) {
+MachineTimes machine_times() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                     steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(user + nice + system + irq + softirq) / tick,
+          static_cast<double>(steal) / tick};
+}
+
+// Seconds a thread of this process has been runnable but waiting for a core (schedstat's
+// second field). Charged when the thread gets a core, so exact when the thread reads its own.
+double runqueue_seconds(long tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/schedstat");
   unsigned long long running_ns = 0, runqueue_ns = 0;
   in >> running_ns >> runqueue_ns;
-  return {1e-9 * static_cast<double>(running_ns), 1e-9 * static_cast<double>(runqueue_ns)};
+  return 1e-9 * static_cast<double>(runqueue_ns);
 }
 
 long current_tid() { return static_cast<long>(syscall(SYS_gettid)); }
@@ -254,8 +263,8 @@ struct StepSample {
   double finish_backward = 0;
   double optimizer = 0;
   double after_step = 0;
-  // The rank thread in forward and in backward: on a core, and runnable but waiting for one
-  // (schedstat); the rest of the phase's wall time it was blocked (waiting for a Work).
+  // The rank thread in forward and in backward: on a core (thread CPU clock), and runnable but
+  // waiting for one (schedstat); the rest of the phase's wall time it was blocked in waits.
   double forward_cpu = 0;
   double forward_runqueue = 0;
   double backward_cpu = 0;
@@ -277,19 +286,15 @@ struct RankReport {
   std::vector<StepSample> steps;
   std::array<size_t, kNumShown> peak_bytes{};
   size_t peak_total = 0;
-  double compute_cpu = 0;       // rank thread, on-CPU seconds (schedstat)
-  double compute_runqueue = 0;  // rank thread, runnable but waiting for a core
-  double comm_wall = 0;         // communicator thread inside step collectives (comm.stats())
-  double comm_cpu = 0;          // its CPU time inside them
-  double comm_runqueue = 0;     // communicator thread, runnable but waiting for a core
-  double comm_running = 0;      // communicator thread, on-CPU seconds (schedstat)
-  std::array<double, 3> comm_wall_by_kind{};
-  std::array<double, 3> comm_cpu_by_kind{};
+  double comm_wall = 0;      // communicator thread inside step collectives (comm.stats())
+  double comm_cpu = 0;       // its CPU time inside them
+  double comm_runqueue = 0;  // communicator thread, runnable but waiting for a core
+  std::array<double, 3> comm_wall_by_kind{};  // by kStepKinds
   // Rank 0 only, over the window (all threads of the process; the window also holds the
   // barriers between steps):
   ProcessUsage process;
   double others_cpu_share = 0;  // other processes' CPU / (cores × window)
-  int64_t parameters = 0;
+  double steal_share = 0;       // hypervisor-stolen time / (cores × window)
   size_t units = 0;
 };
 
@@ -299,14 +304,12 @@ struct Result {
   std::vector<double> step_ms;  // per measured step, the slower rank's
   std::array<size_t, kNumShown> peak_bytes{};
   size_t peak_total = 0;
-  StepSample phases_ms;  // means over steps and ranks
-  double compute_cpu_ms = 0, compute_runqueue_ms = 0, compute_blocked_ms = 0;
-  double comm_wall_ms = 0, comm_cpu_ms = 0, comm_runqueue_ms = 0, comm_running_ms = 0;
+  StepSample phases_ms;                                            // means over steps and ranks
+  double comm_wall_ms = 0, comm_cpu_ms = 0, comm_runqueue_ms = 0;  // means over steps and ranks
   std::array<double, 3> comm_wall_by_kind_ms{};
-  std::array<double, 3> comm_cpu_by_kind_ms{};
   ProcessUsage process_per_step;  // ms for cpu and system; faults per step
   double others_cpu_share = 0;
-  int64_t parameters = 0;
+  double steal_share = 0;
   size_t units = 0;
 };
 
@@ -350,7 +353,6 @@ Result run(const RunConfig& config, const Workload& work) {
         zs::optim::AdamWOptions adam;
         adam.weight_decay = 0.01f;
         zs::optim::AdamW optimizer(zs::train::optimizer_views(sharded), adam);
-        report.parameters = model.num_parameters();
         report.units = sharded.units().size();
 
         // Random tokens, fixed across steps (the data does not change the work).
@@ -366,9 +368,9 @@ Result run(const RunConfig& config, const Workload& work) {
         }
 
         const long compute_tid = current_tid();
-        SchedTimes compute_start, comm_start;
+        double comm_queued_start = 0;
         std::array<double, 3> cpu_start{};
-        double machine_start = 0;
+        MachineTimes machine_start;
         ProcessUsage process_start;
         Clock::time_point window_start;
         for (int step = 0; step < work.warmup + work.steps; ++step) {
@@ -378,32 +380,30 @@ Result run(const RunConfig& config, const Workload& work) {
             // The measured window opens; every counter below is a difference from here.
             comm.stats().reset();
             tracker.reset_peaks();
-            compute_start = sched_times(compute_tid);
-            comm_start = sched_times(timed->thread_id());
+            comm_queued_start = runqueue_seconds(timed->thread_id());
             for (size_t k = 0; k < 3; ++k) cpu_start[k] = timed->cpu_seconds(kStepKinds[k]);
-            machine_start = machine_busy_seconds();
+            machine_start = machine_times();
             process_start = process_usage();
             window_start = Clock::now();
           }
           StepSample sample;
           const auto t0 = Clock::now();
           {
-            // CPU time from the thread clock (exact); schedstat's run time of a running
-            // thread lags by up to a tick, its runqueue wait does not (it is charged when the
-            // thread gets a core, and this thread is running when it reads it).
+            // CPU time from the thread clock: schedstat's run time of a running thread lags
+            // by up to a tick.
             const double cpu0 = thread_cpu_seconds();
-            const double queued0 = sched_times(compute_tid).runqueue;
+            const double queued0 = runqueue_seconds(compute_tid);
             zs::Tensor loss = model.loss(ids, targets);
             const auto t1 = Clock::now();
             const double cpu1 = thread_cpu_seconds();
-            const double queued1 = sched_times(compute_tid).runqueue;
+            const double queued1 = runqueue_seconds(compute_tid);
             zs::backward(loss);
             sample.forward = std::chrono::duration<double>(t1 - t0).count();
             sample.backward = seconds_since(t1);
             sample.forward_cpu = cpu1 - cpu0;
             sample.forward_runqueue = queued1 - queued0;
             sample.backward_cpu = thread_cpu_seconds() - cpu1;
-            sample.backward_runqueue = sched_times(compute_tid).runqueue - queued1;
+            sample.backward_runqueue = runqueue_seconds(compute_tid) - queued1;
           }
           auto t = Clock::now();
           sharded.finish_backward();
@@ -421,27 +421,22 @@ Result run(const RunConfig& config, const Workload& work) {
         // (queued after them on the same thread) has completed.
         comm.barrier()->wait();
         const double window = seconds_since(window_start);
-        const SchedTimes compute_end = sched_times(compute_tid);
-        const SchedTimes comm_end = sched_times(timed->thread_id());
-        report.compute_cpu = compute_end.running - compute_start.running;
-        report.compute_runqueue = compute_end.runqueue - compute_start.runqueue;
-        report.comm_runqueue = comm_end.runqueue - comm_start.runqueue;
-        report.comm_running = comm_end.running - comm_start.running;
+        report.comm_runqueue = runqueue_seconds(timed->thread_id()) - comm_queued_start;
         for (size_t k = 0; k < 3; ++k) {
           report.comm_wall_by_kind[k] = comm.stats().get(kStepKinds[k]).seconds;
-          report.comm_cpu_by_kind[k] = timed->cpu_seconds(kStepKinds[k]) - cpu_start[k];
           report.comm_wall += report.comm_wall_by_kind[k];
-          report.comm_cpu += report.comm_cpu_by_kind[k];
+          report.comm_cpu += timed->cpu_seconds(kStepKinds[k]) - cpu_start[k];
         }
         if (rank == 0) {
           const ProcessUsage process_end = process_usage();
           report.process = {process_end.cpu - process_start.cpu,
                             process_end.system - process_start.system,
                             process_end.minor_faults - process_start.minor_faults};
-          const double others = (machine_busy_seconds() - machine_start) - report.process.cpu;
-          report.others_cpu_share =
-              std::max(0.0, others) /
-              (window * static_cast<double>(std::thread::hardware_concurrency()));
+          const MachineTimes machine_end = machine_times();
+          const double capacity = window * static_cast<double>(std::thread::hardware_concurrency());
+          const double others = (machine_end.busy - machine_start.busy) - report.process.cpu;
+          report.others_cpu_share = std::max(0.0, others) / capacity;
+          report.steal_share = (machine_end.steal - machine_start.steal) / capacity;
         }
         for (int c = 0; c < kNumShown; ++c)
           report.peak_bytes[c] = tracker.peak(kShownCategories[c]);
@@ -451,9 +446,9 @@ Result run(const RunConfig& config, const Workload& work) {
 
   Result result;
   result.config = config;
-  result.parameters = reports[0].parameters;
   result.units = reports[0].units;
   result.others_cpu_share = reports[0].others_cpu_share;
+  result.steal_share = reports[0].steal_share;
   result.process_per_step = {1e3 * reports[0].process.cpu / work.steps,
                              1e3 * reports[0].process.system / work.steps,
                              reports[0].process.minor_faults / work.steps};
@@ -463,40 +458,29 @@ Result run(const RunConfig& config, const Workload& work) {
     result.step_ms.push_back(1e3 * slowest);
   }
   const double per = 1e3 / (static_cast<double>(work.steps) * ranks);  // mean ms per step & rank
-  double wall = 0;
   for (const RankReport& r : reports) {
     for (int c = 0; c < kNumShown; ++c) {
       result.peak_bytes[c] = std::max(result.peak_bytes[c], r.peak_bytes[c]);
     }
     result.peak_total = std::max(result.peak_total, r.peak_total);
+    StepSample& p = result.phases_ms;
     for (const StepSample& s : r.steps) {
-      wall += s.wall * per;
-      result.phases_ms.forward += s.forward * per;
-      result.phases_ms.backward += s.backward * per;
-      result.phases_ms.finish_backward += s.finish_backward * per;
-      result.phases_ms.optimizer += s.optimizer * per;
-      result.phases_ms.after_step += s.after_step * per;
-      result.phases_ms.forward_cpu += s.forward_cpu * per;
-      result.phases_ms.backward_cpu += s.backward_cpu * per;
-      result.phases_ms.forward_runqueue += s.forward_runqueue * per;
-      result.phases_ms.backward_runqueue += s.backward_runqueue * per;
+      p.wall += s.wall * per;
+      p.forward += s.forward * per;
+      p.backward += s.backward * per;
+      p.finish_backward += s.finish_backward * per;
+      p.optimizer += s.optimizer * per;
+      p.after_step += s.after_step * per;
+      p.forward_cpu += s.forward_cpu * per;
+      p.backward_cpu += s.backward_cpu * per;
+      p.forward_runqueue += s.forward_runqueue * per;
+      p.backward_runqueue += s.backward_runqueue * per;
     }
-    result.compute_cpu_ms += r.compute_cpu * per;
-    result.compute_runqueue_ms += r.compute_runqueue * per;
     result.comm_wall_ms += r.comm_wall * per;
     result.comm_cpu_ms += r.comm_cpu * per;
     result.comm_runqueue_ms += r.comm_runqueue * per;
-    result.comm_running_ms += r.comm_running * per;
-    for (size_t k = 0; k < 3; ++k) {
-      result.comm_wall_by_kind_ms[k] += r.comm_wall_by_kind[k] * per;
-      result.comm_cpu_by_kind_ms[k] += r.comm_cpu_by_kind[k] * per;
-    }
+    for (size_t k = 0; k < 3; ++k) result.comm_wall_by_kind_ms[k] += r.comm_wall_by_kind[k] * per;
   }
-  result.phases_ms.wall = wall;
-  // The schedstat window also holds the barriers between steps; the blocked time is taken
-  // against the step wall time, so it is a slight underestimate of time spent sleeping.
-  result.compute_blocked_ms =
-      std::max(0.0, wall - result.compute_cpu_ms - result.compute_runqueue_ms);
   return result;
 }
 
@@ -580,6 +564,7 @@ const Column kColumns[] = {
     {"sys", false, [](const Result& r) { return r.process_per_step.system; }},
     {"faults", false, [](const Result& r) { return r.process_per_step.minor_faults; }},
     {"others%", true, [](const Result& r) { return 100 * r.others_cpu_share; }},
+    {"steal%", false, [](const Result& r) { return 100 * r.steal_share; }},
 };
 
 // Splits "a,b,c".
@@ -678,8 +663,9 @@ int main(int argc, char** argv) {
   std::printf(
       "GPT width %lld, %lld layers, %lld heads, context %lld, vocab %lld, global batch %lld: "
       "%lld parameters, %.2f GFLOP/step (Gpt::train_flops)\n"
-      "%d local ranks x %d intra-op thread(s) on %u cores, gemm %s; load average %s; first "
-      "touch of fresh memory %.2f us/page (fault + zeroing)\n"
+      "%d local ranks x %d intra-op thread(s) on %u cores, gemm %s; load average %s\n"
+      "machine: FMA peak (%s, all cores) %.0f GFLOP/s; first touch of fresh memory %.2f us/page "
+      "(fault + zeroing)\n"
       "ms/step = MEDIAN over %d measured steps (after %d warm-up) x %d round(s), each step the "
       "slower rank's, started after a barrier; best/worst shown.\n"
       "Peak MiB per category: MemoryTracker peak over the measured steps, max over ranks "
@@ -689,7 +675,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(work.gpt.vocab_size), static_cast<long long>(work.global_batch),
       static_cast<long long>(shape.num_parameters()), flops / 1e9, work.ranks, threads,
       std::thread::hardware_concurrency(), zs::ops::cpu::gemm_backend_name(),
-      load_average().c_str(), first_touch_us_per_page(), work.steps, work.warmup, rounds);
+      load_average().c_str(), zs::bench::kIsa,
+      zs::bench::fma_peak_gflops(static_cast<int>(std::thread::hardware_concurrency()), 200),
+      first_touch_us_per_page(), work.steps, work.warmup, rounds);
 
   std::vector<Runs> runs;
   for (const RunConfig& config : configs) runs.push_back({config, {}});
@@ -697,9 +685,9 @@ int main(int argc, char** argv) {
     for (Runs& r : runs) {
       r.rounds.push_back(run(r.config, work));
       if (rounds > 1) {
-        std::fprintf(stderr, "round %d %-17s %8.1f ms/step (others %.0f%%)\n", round + 1,
-                     label(r.config).c_str(), median(r.rounds.back().step_ms),
-                     100 * r.rounds.back().others_cpu_share);
+        std::fprintf(stderr, "round %d %-17s %8.1f ms/step (others %.0f%%, steal %.0f%%)\n",
+                     round + 1, label(r.config).c_str(), median(r.rounds.back().step_ms),
+                     100 * r.rounds.back().others_cpu_share, 100 * r.rounds.back().steal_share);
       }
     }
   }
@@ -774,7 +762,8 @@ int main(int argc, char** argv) {
       "core)\n"
       "  process (all threads, per step incl. the barrier between steps): pcpu = CPU time, sys "
       "= of which kernel, faults = minor page faults\n"
-      "  others%% = CPU share other processes took of the machine during the measured steps\n",
+      "  others%% = CPU share other processes took of the machine during the measured steps, "
+      "steal%% = share the hypervisor took (a VM)\n",
       rounds > 1 ? " and rounds" : "");
   std::printf("%-17s", "config");
   for (const Column& c : kColumns) std::printf("%s %6s", c.new_group ? " |" : "", c.name);

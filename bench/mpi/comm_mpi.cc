@@ -15,10 +15,10 @@
 // MPI_Allreduce without touching it: the backend called directly (no Communicator thread), with
 // its call check off and with other staging sizes (MpiBackendOptions, each a backend of its own),
 // and the backend's algorithm rebuilt here from plain MPI calls — MPI_Ialltoallv of the slices in
-// pieces, the rank-ordered reduction (a copy of reduce_slices' fp32 sum path), MPI_Iallgatherv
-// in place — with each phase timed, and its polling, progress and reduction swapped one at a
-// time. Arguments: [max_MiB=128] [repeats=5] [--phases] [--staging-mib=N] [--no-check]; the last
-// two set the MpiBackendOptions of the backend in the main table.
+// pieces, the backend's own reduction (zs::comm::reduce_rank_slices), MPI_Iallgatherv in place
+// — with each phase timed, and its polling, progress, own-slice handling and piece size swapped
+// one at a time. Arguments: [max_MiB=128] [repeats=5] [--phases] [--staging-mib=N] [--no-check];
+// the last two set the MpiBackendOptions of the backend in the main table.
 //
 // This is the one file under bench/ that includes <mpi.h> (built only with ZS_MPI). The plain
 // MPI calls use MPI_COMM_WORLD, whose default handler (MPI_ERRORS_ARE_FATAL) ends the job on an
@@ -38,6 +38,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_backend.h"
+#include "comm/reduce.h"
 #include "runtime/allocator.h"
 #include "runtime/logging.h"
 #include "runtime/tensor.h"
@@ -144,12 +145,13 @@ std::unique_ptr<MpiBackend> make_backend(const std::shared_ptr<zs::comm::MpiRunt
 // 2 ms, then 50 µs sleeps up to 100 ms, then 1 ms sleeps — MpiBackend::wait), MPI_Wait on the
 // same nonblocking call, or the blocking collective instead of the nonblocking one.
 enum class Progress { kBackendPolling, kMpiWait, kBlocking };
-// The backend's fp32 sum (blocks of 2048: copy slice 0 into an accumulator, copy each further
-// slice into a block and add it, copy the accumulator out — reduce_slices in mpi_backend.cc), or
-// one pass that adds the slices straight into the output, in the same rank order (same bits);
-// kFusedOwnInPlace also leaves this rank's own slice out of the all-to-all and reads it where it
-// is (in `data`), so it is neither copied to staging nor back: MPI_Allreduce's ring does that.
-enum class Reduction { kBackend, kFused, kFusedOwnInPlace };
+// Where this rank's own slice comes from: through the all-to-all into staging, with the other
+// ranks' slices (the backend's way), or read where it is, in `data`, and left out of the
+// all-to-all, so it is not copied into staging first (MPI_Allreduce's ring reduces into its
+// own block in place too).
+// Both reduce with the backend's arithmetic, zs::comm::reduce_rank_slices (comm/reduce.h), which
+// allows the output to be one of the slices.
+enum class Reduction { kStaged, kOwnInPlace };
 
 void complete(MPI_Request* request, Progress progress) {
   if (progress != Progress::kBackendPolling) {
@@ -168,39 +170,6 @@ void complete(MPI_Request* request, Progress progress) {
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-  }
-}
-
-// out[j] = slices[0][j] + slices[1][j] + … + slices[size−1][j], added in that order. The fused
-// loop adds the slices in a block that stays in L1 and writes the block out once, so `out` may be
-// one of the slices (a block is written only after it has been read from every slice).
-void reduce_fp32_sum(const float* const* slices, size_t count, int size, float* out,
-                     Reduction reduction) {
-  constexpr size_t kBlock = 2048;
-  float accumulator[kBlock];
-  if (reduction == Reduction::kBackend) {
-    float value[kBlock];
-    for (size_t begin = 0; begin < count; begin += kBlock) {
-      const size_t n = std::min(kBlock, count - begin);
-      std::memcpy(accumulator, slices[0] + begin, n * sizeof(float));
-      for (int q = 1; q < size; ++q) {
-        std::memcpy(value, slices[q] + begin, n * sizeof(float));
-        for (size_t j = 0; j < n; ++j) accumulator[j] += value[j];
-      }
-      std::memcpy(out + begin, accumulator, n * sizeof(float));
-    }
-    return;
-  }
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
-    const float* first = slices[0] + begin;
-    const float* second = slices[1] + begin;
-    for (size_t j = 0; j < n; ++j) accumulator[j] = first[j] + second[j];
-    for (int q = 2; q < size; ++q) {
-      const float* next = slices[q] + begin;
-      for (size_t j = 0; j < n; ++j) accumulator[j] += next[j];
-    }
-    std::memcpy(out + begin, accumulator, n * sizeof(float));
   }
 }
 
@@ -227,7 +196,7 @@ Phases emulated_all_reduce(float* data, size_t count, MPI_Comm comm, size_t stag
   const int piece = static_cast<int>(
       std::min<size_t>(std::max<size_t>(1, staging_bytes / (sizeof(float) * size)), slice[0]));
   std::vector<int> send_counts(size), send_displs(size), recv_counts(size), recv_displs(size);
-  std::vector<const float*> slices(size);
+  std::vector<const void*> slices(size);
   Phases phases;
   const auto start = Clock::now();
   for (int begin = 0; begin < slice[0]; begin += piece) {
@@ -238,7 +207,7 @@ Phases emulated_all_reduce(float* data, size_t count, MPI_Comm comm, size_t stag
       recv_counts[j] = mine;
       recv_displs[j] = mine * j;
     }
-    const bool own_in_place = reduction == Reduction::kFusedOwnInPlace;
+    const bool own_in_place = reduction == Reduction::kOwnInPlace;
     if (own_in_place) send_counts[rank] = recv_counts[rank] = 0;
     staging.resize(static_cast<size_t>(mine) * size);
     const auto exchange_start = Clock::now();
@@ -257,7 +226,8 @@ Phases emulated_all_reduce(float* data, size_t count, MPI_Comm comm, size_t stag
     for (int q = 0; q < size; ++q) {
       slices[q] = own_in_place && q == rank ? own : staging.data() + static_cast<size_t>(mine) * q;
     }
-    reduce_fp32_sum(slices.data(), mine, size, own, reduction);
+    zs::comm::reduce_rank_slices(own, slices.data(), size, static_cast<size_t>(mine), DType::kF32,
+                                 ReduceOp::kSum);
     phases.reduce += seconds_since(reduce_start);
   }
   const auto gather_start = Clock::now();
@@ -472,26 +442,21 @@ int main(int argc, char** argv) {
     size_t staging_bytes;
     Progress progress;
     Reduction reduction;
-    bool with_phases;
   };
   const size_t kDefaultStaging = MpiBackendOptions{}.max_staging_bytes;
   const std::vector<Emulation> emulations = {
       {"[1] rebuilt: Ialltoallv+Iallgatherv, backend polling", kDefaultStaging,
-       Progress::kBackendPolling, Reduction::kBackend, true},
+       Progress::kBackendPolling, Reduction::kStaged},
       {"[2] rebuilt: same, MPI_Wait instead of polling", kDefaultStaging, Progress::kMpiWait,
-       Reduction::kBackend, true},
+       Reduction::kStaged},
       {"[3] rebuilt: blocking Alltoallv+Allgatherv", kDefaultStaging, Progress::kBlocking,
-       Reduction::kBackend, true},
-      {"[4] rebuilt: backend polling, fused reduction", kDefaultStaging, Progress::kBackendPolling,
-       Reduction::kFused, false},
-      {"[5] rebuilt: blocking, fused reduction, one piece", size_t{1024} << 20, Progress::kBlocking,
-       Reduction::kFused, true},
-      {"[6] rebuilt: fused, own slice in place, 16 MiB pieces", kDefaultStaging,
-       Progress::kBackendPolling, Reduction::kFusedOwnInPlace, true},
-      {"[7] rebuilt: fused, own slice in place, 4 MiB pieces", size_t{4} << 20,
-       Progress::kBackendPolling, Reduction::kFusedOwnInPlace, true},
-      {"[8] rebuilt: fused, own slice in place, 1 MiB pieces", size_t{1} << 20,
-       Progress::kBackendPolling, Reduction::kFusedOwnInPlace, false},
+       Reduction::kStaged},
+      {"[4] rebuilt: own slice in place, 16 MiB pieces", kDefaultStaging, Progress::kBackendPolling,
+       Reduction::kOwnInPlace},
+      {"[5] rebuilt: own slice in place, 4 MiB pieces", size_t{4} << 20, Progress::kBackendPolling,
+       Reduction::kOwnInPlace},
+      {"[6] rebuilt: own slice in place, 1 MiB pieces", size_t{1} << 20, Progress::kBackendPolling,
+       Reduction::kOwnInPlace},
   };
 
   std::vector<Row> rows;
@@ -562,38 +527,30 @@ int main(int argc, char** argv) {
       const Phases best = best_phases(repeats, data, count, emulation_comm, emulation.staging_bytes,
                                       emulation.progress, emulation.reduction);
       row(emulation.label).ms.push_back(1e3 * best.total);
-      if (emulation.with_phases) {
-        // Labels unique per emulation (rows are found by label).
-        const std::string of = " [" + std::to_string(&emulation - emulations.data() + 1) + "]";
-        row("  exchange (all-to-all of slices)" + of).ms.push_back(1e3 * best.exchange);
-        row("  reduce (local, rank order)" + of).ms.push_back(1e3 * best.reduce);
-        row("  gather (all-gather in place)" + of).ms.push_back(1e3 * best.gather);
-      }
+      // Labels unique per emulation (rows are found by label).
+      const std::string of = " [" + std::to_string(&emulation - emulations.data() + 1) + "]";
+      row("  exchange (all-to-all of slices)" + of).ms.push_back(1e3 * best.exchange);
+      row("  reduce (local, rank order)" + of).ms.push_back(1e3 * best.reduce);
+      row("  gather (all-gather in place)" + of).ms.push_back(1e3 * best.gather);
     }
     // The local reduction alone, on this rank's share of the buffer (what phase 1 reduces).
     std::vector<float> received(count, 1.0f), reduced(count / ranks);
-    std::vector<const float*> slices(ranks);
+    std::vector<const void*> slices(ranks);
     for (int q = 0; q < ranks; ++q) slices[q] = received.data() + count / ranks * q;
-    for (Reduction reduction : {Reduction::kBackend, Reduction::kFused}) {
-      const double seconds = best_time(repeats, [&] {
-        reduce_fp32_sum(slices.data(), count / ranks, ranks, reduced.data(), reduction);
-      });
-      row(reduction == Reduction::kBackend ? "reduction alone, backend's loop (size/N per rank)"
-                                           : "reduction alone, fused loop")
-          .ms.push_back(1e3 * seconds);
-    }
+    row("reduction alone (reduce_rank_slices, size/N per rank)")
+        .ms.push_back(1e3 * best_time(repeats, [&] {
+                        zs::comm::reduce_rank_slices(reduced.data(), slices.data(), ranks,
+                                                     count / ranks, DType::kF32, ReduceOp::kSum);
+                      }));
     row("call check alone (12 x int64 Iallreduce, polled)")
         .ms.push_back(1e3 * best_time(repeats, [&] { call_check(emulation_comm); }));
   }
   if (rank == 0) print_phase_rows(sizes_mib, ranks, repeats, rows);
-  for (Reduction reduction :
-       {Reduction::kBackend, Reduction::kFused, Reduction::kFusedOwnInPlace}) {
+  for (Reduction reduction : {Reduction::kStaged, Reduction::kOwnInPlace}) {
     const int wrong = check_emulation(emulation_comm, reduction);
     if (rank == 0) {
-      std::printf("rebuilt all_reduce, %s reduction: %s\n",
-                  reduction == Reduction::kBackend ? "backend's"
-                  : reduction == Reduction::kFused ? "fused"
-                                                   : "fused own-in-place",
+      std::printf("rebuilt all_reduce, own slice %s: %s\n",
+                  reduction == Reduction::kStaged ? "staged" : "in place",
                   wrong ? "WRONG SUMS (its timings above mean nothing)" : "sums checked");
     }
   }
