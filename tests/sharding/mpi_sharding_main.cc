@@ -34,6 +34,7 @@
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "tests/sharding/sharding_test_util.h"
+#include "tests/support/mpi_test_main.h"
 
 namespace zs::sharding {
 namespace {
@@ -130,33 +131,8 @@ TEST(MpiSharding, MemoryAndTrafficFollowTheFormulas) {
   }
 }
 
-// Prints only failures, prefixed with the rank (ranks other than 0).
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    std::cout << "[rank " << rank_ << "] " << (result.file_name() ? result.file_name() : "?") << ":"
-              << result.line_number() << ": Failure\n"
-              << result.summary() << std::endl;
-  }
-  void OnTestEnd(const ::testing::TestInfo& info) override {
-    if (info.result()->Failed()) {
-      std::cout << "[rank " << rank_ << "] FAILED " << info.test_suite_name() << "." << info.name()
-                << std::endl;
-    }
-  }
-
- private:
-  const int rank_;
-};
-
-int parse_ranks(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--ranks=", 8) == 0) return std::atoi(argv[i] + 8);
-  }
-  return 0;
-}
+using ::zs::testing::parse_ranks;
+using ::zs::testing::RankFailurePrinter;
 
 }  // namespace
 }  // namespace zs::sharding
