@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   g++ make cmake pkg-config ccache
   libeigen3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
-  libopenblas-dev
+  libopenblas-dev libcli11-dev nlohmann-json3-dev
+  fortunes  # the demo's English text corpus (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin
 )
 
