@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "data/posix_file.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace zs::data {
 
@@ -38,7 +38,7 @@ std::string ByteTokenizer::decode(const int32_t* ids, size_t count) const {
 
 uint64_t encode_text_file(const std::string& text_path, const std::string& token_path,
                           TokenFileFormat format) {
-  const detail::MappedFile text(text_path, "text file");
+  const zs::detail::MappedFile text(text_path, "text file");
   TokenWriteOptions options;
   options.format = format;
   options.vocab_size = ByteTokenizer::kVocabSize;  // recorded by the zeroshard layout only

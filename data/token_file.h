@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "data/posix_file.h"
+#include "runtime/file_io.h"
 
 namespace zs::data {
 
@@ -99,7 +99,7 @@ class TokenFileWriter {
  private:
   void flush_buffer();
 
-  detail::AtomicFileWriter file_;
+  zs::detail::AtomicFileWriter file_;
   TokenWriteOptions options_;
   int token_bytes_ = 0;
   uint64_t num_tokens_ = 0;
@@ -139,7 +139,7 @@ class TokenDataset {
   const uint8_t* tokens() const { return mapping_.data() + kTokenFileHeaderBytes; }
 
   std::string path_;
-  detail::MappedFile mapping_;
+  zs::detail::MappedFile mapping_;
   TokenFileInfo info_;
 };
 

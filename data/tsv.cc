@@ -4,8 +4,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "data/posix_file.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace zs::data {
 namespace {
@@ -35,7 +35,7 @@ ClassificationDataset read_tsv(const std::string& path, const TsvOptions& option
     dataset.label_names.push_back(name);
   }
 
-  const detail::MappedFile file(path, "TSV file");
+  const zs::detail::MappedFile file(path, "TSV file");
   const std::string_view content(reinterpret_cast<const char*>(file.data()), file.size());
   size_t line_number = 0;
   for (size_t begin = 0; begin < content.size();) {

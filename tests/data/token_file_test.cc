@@ -321,7 +321,7 @@ TEST(TokenFileWriter, AnAbandonedWriteLeavesThePathAsItWas) {
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_EQ(TokenDataset(path).size(), 3u);
   // And the temporary is gone: a fresh writer takes attempt 0 again.
-  detail::AtomicFileWriter probe(path);
+  zs::detail::AtomicFileWriter probe(path);
   EXPECT_EQ(probe.temp_path(), path + ".tmp." + std::to_string(::getpid()) + ".0");
 }
 

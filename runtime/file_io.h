@@ -1,6 +1,7 @@
-// POSIX file plumbing for the data layer (internal; not part of the public surface): an owning
-// file descriptor, a read-only whole-file mapping, and the write-to-a-temporary-name, fsync,
-// rename sequence that keeps a crash from ever leaving a torn file at the final path.
+// POSIX file plumbing shared by the data and checkpoint layers (internal; not part of the public
+// surface): an owning file descriptor, a read-only whole-file mapping, and the
+// write-to-a-temporary-name, fsync, rename sequence that keeps a crash from ever leaving a torn
+// file at the final path.
 //
 // Ownership: FileDescriptor and MappedFile own their handle and release it in the destructor;
 // both are move-only. AtomicFileWriter owns a temporary file until commit() renames it into
@@ -15,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-namespace zs::data::detail {
+namespace zs::detail {
 
 // "No such file or directory" for ENOENT; thread-safe (unlike strerror).
 std::string errno_message(int error_number);
@@ -43,7 +44,8 @@ class FileDescriptor {
 
 // The whole of a regular file mapped read-only (MAP_PRIVATE). An empty file maps to
 // data() == nullptr, size() == 0. If another process truncates the file while it is mapped,
-// reading past the new end raises SIGBUS: token files are meant to be immutable once written.
+// reading past the new end raises SIGBUS: token files and checkpoints are meant to be immutable
+// once written.
 class MappedFile {
  public:
   // Opens and maps `path`; `what` says what the file is for in errors ("token file").
@@ -92,4 +94,4 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
-}  // namespace zs::data::detail
+}  // namespace zs::detail

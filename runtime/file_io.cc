@@ -1,5 +1,5 @@
 // File descriptors, read-only mappings and crash-safe writes over POSIX calls.
-#include "data/posix_file.h"
+#include "runtime/file_io.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 
 #include "runtime/error.h"
 
-namespace zs::data::detail {
+namespace zs::detail {
 namespace {
 
 // The directory that holds `path` ("." for a bare file name), for the fsync after a rename.
@@ -184,4 +184,4 @@ void AtomicFileWriter::commit() {
   }
 }
 
-}  // namespace zs::data::detail
+}  // namespace zs::detail
