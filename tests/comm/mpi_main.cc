@@ -11,7 +11,8 @@
 // - MpiWorld.*: the collective suite (tests/comm/collective_suite.h) on the world; results equal
 //   the local backend's (N rank threads inside each process, same inputs) bit for bit; all_reduce
 //   equals reduce_scatter + all_gather bit for bit; split into a 2-column grid (2×2 on 4 ranks)
-//   with both subgroups busy at once; the node-local group; the factory and launch detection.
+//   with both subgroups busy at once; groups of one rank; the node-local group; in-place views
+//   (and a misaligned one, an InvalidArgument); the factory and launch detection.
 // - MpiFault.DISABLED_*: runs that must end the whole job, selected one at a time by ctest
 //   (--gtest_also_run_disabled_tests --gtest_filter=MpiFault.DISABLED_X): a rank that skips a
 //   collective (the others time out after 1 s and abort the job), a rank that issues a different
@@ -42,6 +43,7 @@
 #include "comm/local/local_backend.h"
 #include "comm/mpi/mpi_backend.h"
 #include "runtime/allocator.h"
+#include "runtime/error.h"
 #include "runtime/half.h"
 #include "runtime/logging.h"
 #include "tests/comm/collective_suite.h"
@@ -307,6 +309,15 @@ TEST(MpiWorld, InPlaceViewsMatchSeparateBuffers) {
     world().reduce_scatter(flat, shard, ReduceOp::kSum)->wait();
     world().reduce_scatter(full_copy, out, ReduceOp::kSum)->wait();
     EXPECT_EQ(bytes_of(shard), bytes_of(out)) << "in-place reduce_scatter " << dtype_name(dtype);
+    // reduce_scatter into another rank's slice of full: the backend reads this rank's own slice
+    // where it lies, and must not overwrite elements of full before it has sent them.
+    const int other = (rank + 1) % size;
+    fill_messy(flat, rank, 15);
+    fill_messy(full_copy, rank, 15);
+    world().reduce_scatter(flat, flat.slice(n * other, {n}), ReduceOp::kSum)->wait();
+    world().reduce_scatter(full_copy, out, ReduceOp::kSum)->wait();
+    EXPECT_EQ(bytes_of(flat.slice(n * other, {n})), bytes_of(out))
+        << "reduce_scatter into slice " << other << " of full " << dtype_name(dtype);
     // gather and scatter with the root's slice in place.
     for (int root = 0; root < size; ++root) {
       fill_messy(flat, rank, 13 + root);
@@ -341,6 +352,39 @@ TEST(MpiWorld, PiecewiseReductionsWithATinyStagingBuffer) {
   options.sizes = {0, 1, 7, 1025};
   options.collective = with_timeout(Ms(60000), "tiny staging");
   testing::run_collective_suite(pieces, options);
+}
+
+// A shard that overlaps full anywhere but at the start of a rank's slice would be overwritten
+// before it is read: every rank gets InvalidArgument, before any MPI call, and the world stays
+// usable.
+TEST(MpiWorld, MisalignedInPlaceReduceScatterIsAnInvalidArgument) {
+  const int rank = world().rank();
+  const int size = world().size();
+  CpuAllocator allocator(nullptr);
+  const int64_t n = 1000;
+  Tensor flat = make(allocator, n * size + 1, DType::kF32, "flat");
+  fill_messy(flat, rank, 21);
+  EXPECT_THROW(
+      world()
+          .reduce_scatter(flat.slice(0, {n * size}), flat.slice(n * rank + 1, {n}), ReduceOp::kSum)
+          ->wait(),
+      InvalidArgument);
+  Tensor t = make(allocator, 3, DType::kI32, "after");
+  for (int64_t j = 0; j < 3; ++j) t.data<int32_t>()[j] = rank + 1;
+  world().all_reduce(t, ReduceOp::kSum)->wait();
+  EXPECT_EQ(t.data<int32_t>()[2], size * (size + 1) / 2);
+}
+
+// Groups of one rank (split by rank): the reductions have no peer to exchange with and reduce
+// this rank's slice alone; every collective must still give the serial reference.
+TEST(MpiWorld, GroupsOfOneRankRunTheSuite) {
+  std::unique_ptr<Communicator> alone = world().split(world().rank(), 0, with_timeout(Ms(30000)));
+  ASSERT_NE(alone, nullptr);
+  EXPECT_EQ(alone->size(), 1);
+  testing::CollectiveSuiteOptions options;
+  options.sizes = {0, 1, 7, 4097};
+  options.collective = with_timeout(Ms(60000), "one-rank suite");
+  testing::run_collective_suite(*alone, options);
 }
 
 TEST(MpiWorld, StatsCountTheWorldsTraffic) {
