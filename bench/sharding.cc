@@ -8,7 +8,9 @@
 // finish_backward, AdamW step, after_step. Every step starts after a barrier; a step's time is
 // the slower rank's, and ms/step is the MEDIAN over the measured steps after the warm-up (best
 // and worst also shown); GFLOP/s is Gpt::train_flops of the global batch over that time. Memory
-// is each rank's MemoryTracker peak per category over the measured steps, the max over ranks.
+// is each rank's MemoryTracker peak per category over the measured steps, the max over ranks
+// (live bytes), next to the peak bytes the rank's CpuAllocator reserved (live blocks at their
+// size class plus its cache of freed blocks; cache=off turns that cache off, to compare).
 //
 // The second table says where a step's time goes (means over measured steps and ranks):
 // - the rank (compute) thread's phases: forward+loss, backward, finish_backward, optimizer,
@@ -26,7 +28,7 @@
 // Prints; never asserts.
 //
 // Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
-// rounds, dtypes, stages, prefetch; see kUsage)
+// rounds, dtypes, stages, prefetch, cache; see kUsage)
 // A quick check: zs-bench-sharding width=64 layers=2 context=32 steps=2 warmup=1
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -253,6 +255,7 @@ struct Workload {
   int ranks = 2;
   int warmup = 2;
   int steps = 6;
+  bool allocator_cache = true;  // CpuAllocatorOptions::caching
 };
 
 // One measured step on one rank (seconds).
@@ -286,6 +289,7 @@ struct RankReport {
   std::vector<StepSample> steps;
   std::array<size_t, kNumShown> peak_bytes{};
   size_t peak_total = 0;
+  size_t peak_reserved = 0;  // the CpuAllocator's
   double comm_wall = 0;      // communicator thread inside step collectives (comm.stats())
   double comm_cpu = 0;       // its CPU time inside them
   double comm_runqueue = 0;  // communicator thread, runnable but waiting for a core
@@ -304,6 +308,7 @@ struct Result {
   std::vector<double> step_ms;  // per measured step, the slower rank's
   std::array<size_t, kNumShown> peak_bytes{};
   size_t peak_total = 0;
+  size_t peak_reserved = 0;
   StepSample phases_ms;                                            // means over steps and ranks
   double comm_wall_ms = 0, comm_cpu_ms = 0, comm_runqueue_ms = 0;  // means over steps and ranks
   std::array<double, 3> comm_wall_by_kind_ms{};
@@ -341,7 +346,9 @@ Result run(const RunConfig& config, const Workload& work) {
         }
         RankReport& report = reports[static_cast<size_t>(rank)];
         zs::MemoryTracker tracker("rank " + std::to_string(rank) + " cpu");
-        zs::CpuAllocator allocator(&tracker);
+        zs::CpuAllocatorOptions allocator_options;
+        allocator_options.caching = work.allocator_cache;
+        zs::CpuAllocator allocator(&tracker, allocator_options);
         zs::models::Gpt model(work.gpt);
         zs::sharding::ShardingConfig sharding;
         sharding.stage = config.stage;
@@ -380,6 +387,7 @@ Result run(const RunConfig& config, const Workload& work) {
             // The measured window opens; every counter below is a difference from here.
             comm.stats().reset();
             tracker.reset_peaks();
+            allocator.reset_peak_reserved();
             comm_queued_start = runqueue_seconds(timed->thread_id());
             for (size_t k = 0; k < 3; ++k) cpu_start[k] = timed->cpu_seconds(kStepKinds[k]);
             machine_start = machine_times();
@@ -441,6 +449,7 @@ Result run(const RunConfig& config, const Workload& work) {
         for (int c = 0; c < kNumShown; ++c)
           report.peak_bytes[c] = tracker.peak(kShownCategories[c]);
         report.peak_total = tracker.peak_total();
+        report.peak_reserved = allocator.stats().peak_reserved_bytes;
       },
       options);
 
@@ -463,6 +472,7 @@ Result run(const RunConfig& config, const Workload& work) {
       result.peak_bytes[c] = std::max(result.peak_bytes[c], r.peak_bytes[c]);
     }
     result.peak_total = std::max(result.peak_total, r.peak_total);
+    result.peak_reserved = std::max(result.peak_reserved, r.peak_reserved);
     StepSample& p = result.phases_ms;
     for (const StepSample& s : r.steps) {
       p.wall += s.wall * per;
@@ -585,6 +595,7 @@ const char kUsage[] =
     "  steps=6 warmup=2 (>= 1: stage 3 records its prefetch order on the first step)\n"
     "  rounds=1     repeat the whole sweep, interleaved; figures pool the rounds' steps\n"
     "  dtypes=fp32,bf16 stages=0,1,2,3 prefetch=on,off (stage 3)   which runs\n"
+    "  cache=on     the CpuAllocator's cache of freed blocks (off: every free goes to malloc)\n"
     "  quick check: %s width=64 layers=2 context=32 steps=2 warmup=1\n";
 
 }  // namespace
@@ -626,6 +637,8 @@ int main(int argc, char** argv) {
       stages = split_list(value);
     } else if (key == "prefetch") {
       prefetch = split_list(value);
+    } else if (key == "cache" && (value == "on" || value == "off")) {
+      work.allocator_cache = value == "on";
     } else {
       std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
       std::fprintf(stderr, kUsage, argv[0], argv[0]);
@@ -669,7 +682,8 @@ int main(int argc, char** argv) {
       "ms/step = MEDIAN over %d measured steps (after %d warm-up) x %d round(s), each step the "
       "slower rank's, started after a barrier; best/worst shown.\n"
       "Peak MiB per category: MemoryTracker peak over the measured steps, max over ranks "
-      "(total = peak of the sum, incl. workspace/other).\n\n",
+      "(total = peak of the sum, incl. workspace/other; live bytes); reserved = the "
+      "CpuAllocator's peak (live blocks + cache), cache %s.\n\n",
       static_cast<long long>(work.gpt.width), static_cast<long long>(work.gpt.n_layer),
       static_cast<long long>(work.gpt.n_head), static_cast<long long>(work.gpt.context),
       static_cast<long long>(work.gpt.vocab_size), static_cast<long long>(work.global_batch),
@@ -677,7 +691,8 @@ int main(int argc, char** argv) {
       std::thread::hardware_concurrency(), zs::ops::cpu::gemm_backend_name(),
       load_average().c_str(), zs::bench::kIsa,
       zs::bench::fma_peak_gflops(static_cast<int>(std::thread::hardware_concurrency()), 200),
-      first_touch_us_per_page(), work.steps, work.warmup, rounds);
+      first_touch_us_per_page(), work.steps, work.warmup, rounds,
+      work.allocator_cache ? "on" : "off");
 
   std::vector<Runs> runs;
   for (const RunConfig& config : configs) runs.push_back({config, {}});
@@ -692,27 +707,28 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("%5s %5s %8s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s\n", "stage", "dtype",
-              "prefetch", "ms/step", "best", "worst", "tok/s", "GFLOP/s", "params", "grads",
-              "master", "optim", "activ", "comm", "total");
+  std::printf("%5s %5s %8s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s %8s\n", "stage",
+              "dtype", "prefetch", "ms/step", "best", "worst", "tok/s", "GFLOP/s", "params",
+              "grads", "master", "optim", "activ", "comm", "total", "reserved");
   for (const Runs& r : runs) {
     const std::vector<double> steps = r.all_steps_ms();
     const double ms = median(steps);
     std::array<size_t, kNumShown> peak{};
-    size_t peak_total = 0;
+    size_t peak_total = 0, peak_reserved = 0;
     for (const Result& result : r.rounds) {
       for (int c = 0; c < kNumShown; ++c) peak[c] = std::max(peak[c], result.peak_bytes[c]);
       peak_total = std::max(peak_total, result.peak_total);
+      peak_reserved = std::max(peak_reserved, result.peak_reserved);
     }
     std::printf(
         "%5d %5s %8s %9.1f %8.1f %8.1f %8.0f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | "
-        "%7.2f\n",
+        "%7.2f %8.2f\n",
         r.config.stage, dtype_label(r.config.dtype),
         r.config.stage == 3 ? (r.config.prefetch ? "on" : "off") : "-", ms,
         *std::min_element(steps.begin(), steps.end()),
         *std::max_element(steps.begin(), steps.end()), tokens / (ms / 1e3),
         flops / (ms / 1e3) / 1e9, mib(peak[0]), mib(peak[1]), mib(peak[2]), mib(peak[3]),
-        mib(peak[4]), mib(peak[5]), mib(peak_total));
+        mib(peak[4]), mib(peak[5]), mib(peak_total), mib(peak_reserved));
   }
 
   // The ratio wherever both stage 0 and stage 3 ran in this dtype.

@@ -2,12 +2,16 @@
 #include "sharding/sharded_model.h"
 
 #include <algorithm>
+#include <cstring>
+#include <exception>
 #include <set>
 
+#include "comm/reduce.h"
 #include "ops/elementwise.h"
 #include "runtime/autograd.h"
 #include "runtime/logging.h"
 #include "runtime/rng.h"
+#include "sharding/unit_plan.h"
 
 namespace zs::sharding {
 
@@ -26,8 +30,8 @@ struct ShardedModel::Unit {
   Tensor grad_full;      // flat gradient buffer (param_dtype) the parameters' gradients view
   Tensor grad;           // fp32 accumulated reduced gradient of master's elements
   Tensor reduced;        // the collective's output when it cannot write into grad directly
-  comm::WorkPtr reduction;
-  comm::WorkPtr gathering;  // a prefetch in flight
+  std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
+  comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
 };
 
@@ -37,11 +41,27 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 }  // namespace
 
+const char* ddp_sync_name(DdpSync sync) {
+  switch (sync) {
+    case DdpSync::kBucketed:
+      return "bucketed";
+    case DdpSync::kPerTensor:
+      return "per_tensor";
+    case DdpSync::kGatherScatter:
+      return "gather_scatter";
+  }
+  return "unknown";
+}
+
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                            const ShardingConfig& config)
     : root_(root), comm_(comm), shard_comm_(&comm), allocator_(allocator), config_(config) {
   ZS_CHECK(config.stage >= 0 && config.stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ",
            config.stage);
+  ZS_CHECK(config.ddp_sync == DdpSync::kBucketed || config.stage == 0, "sharding: ddp_sync '",
+           ddp_sync_name(config.ddp_sync), "' is a gradient sync of stage 0 (DDP), but stage ",
+           config.stage,
+           " reduce-scatters gradients; use ddp_sync = bucketed with this stage, or stage 0");
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
@@ -66,36 +86,15 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   const int rank = shard_comm_->rank();
 
   // Units: modules the wrap policy matches (by type, or by holding at least
-  // wrap_min_parameters not yet claimed) claim their subtree's parameters, inner units first
-  // (reverse pre-order visits descendants before ancestors); the root takes the rest.
-  std::vector<models::Module*> modules = root.modules();
-  std::set<models::Parameter*> claimed;
-  std::vector<std::unique_ptr<Unit>> found;
-  auto claim = [&](models::Module* module) {
+  // wrap_min_parameters not yet claimed) claim their subtree's parameters, inner units first;
+  // the root takes the rest. sharding/unit_plan.h holds the rule; the plan is in forward order
+  // (pre-order of the modules) for deterministic naming and collective order.
+  for (UnitPlan& planned : plan_units(root, config.wrap_types, config.wrap_min_parameters)) {
     auto unit = std::make_unique<Unit>();
-    unit->module = module;
-    unit->name = module == &root ? "<root>" : module->name();
-    for (models::Parameter* p : module->parameters()) {
-      if (claimed.insert(p).second) unit->params.push_back(p);
-    }
-    found.push_back(std::move(unit));
-  };
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
-    models::Module* m = *it;
-    if (m == &root) continue;
-    const bool by_type = std::find(config.wrap_types.begin(), config.wrap_types.end(),
-                                   m->type_name()) != config.wrap_types.end();
-    int64_t unclaimed = 0;
-    for (models::Parameter* p : m->parameters()) unclaimed += claimed.count(p) ? 0 : p->numel();
-    const bool by_size = config.wrap_min_parameters > 0 && unclaimed >= config.wrap_min_parameters;
-    if ((by_type || by_size) && unclaimed > 0) claim(m);
-  }
-  claim(&root);
-  // Forward order (pre-order of the modules) for deterministic naming and collective order.
-  for (models::Module* m : modules) {
-    for (auto& u : found) {
-      if (u && u->module == m) units_.push_back(std::move(u));
-    }
+    unit->name = std::move(planned.name);
+    unit->module = planned.module;
+    unit->params = std::move(planned.parameters);
+    units_.push_back(std::move(unit));
   }
 
   std::set<uint32_t> streams;
@@ -317,7 +316,27 @@ void ShardedModel::reduce_grads(Unit& u) {
     ops::copy_(send, u.grad_full);
   }
   if (config_.stage == 0) {
-    u.reduction = shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options);
+    switch (config_.ddp_sync) {
+      case DdpSync::kBucketed:
+        u.reductions.push_back(shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options));
+        break;
+      case DdpSync::kPerTensor: {
+        // Each parameter's gradient on its own (views of `send`; the Works keep it alive).
+        const size_t size = dtype_size(send.dtype());
+        for (size_t i = 0; i < u.params.size(); ++i) {
+          const models::Parameter& p = *u.params[i];
+          const Tensor gradient = Tensor::from_storage(
+              send.storage(), send.offset_bytes() + static_cast<size_t>(u.offsets[i]) * size,
+              {p.numel()}, send.dtype(), "gradient of " + p.name());
+          u.reductions.push_back(shard_comm_->all_reduce(
+              gradient, comm::ReduceOp::kAvg, {comm::default_timeout(), gradient.name()}));
+        }
+        break;
+      }
+      case DdpSync::kGatherScatter:
+        gather_reduce_scatter(u, send, options);
+        break;
+    }
     u.reduced = send.storage() == u.grad.storage() ? Tensor() : send;
   } else {
     // Straight into the fp32 gradient when it is fp32 and holds nothing yet this step.
@@ -326,14 +345,41 @@ void ShardedModel::reduce_grads(Unit& u) {
         direct ? Tensor()
                : Tensor::empty({u.shard}, config_.reduce_dtype, allocator_,
                                MemoryCategory::kCommBuffers, "unit " + u.name + " reduced grads");
-    u.reduction = shard_comm_->reduce_scatter(send, direct ? u.grad : u.reduced,
-                                              comm::ReduceOp::kAvg, options);
+    u.reductions.push_back(shard_comm_->reduce_scatter(send, direct ? u.grad : u.reduced,
+                                                       comm::ReduceOp::kAvg, options));
   }
   if (config_.stage >= 2) {
     // The Work keeps the full gradient alive until the reduction has read it.
     for (models::Parameter* p : u.params) p->tensor().set_grad(Tensor());
     u.grad_full = Tensor();
   }
+}
+
+void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
+                                         const comm::CollectiveOptions& options) {
+  // Rank 0 receives every rank's gradient into one buffer, slot r = rank r's, and waits for it
+  // (the backward stalls here: no overlap, on purpose).
+  const int world = shard_comm_->size();
+  const bool root = shard_comm_->rank() == 0;
+  Tensor gathered;
+  if (root) {
+    gathered = Tensor::empty({u.padded * world}, send.dtype(), allocator_,
+                             MemoryCategory::kCommBuffers, "unit " + u.name + " gathered grads");
+  }
+  shard_comm_->gather(send, gathered, 0, options)->wait();
+  if (root) {
+    // The average in rank order with fp32 accumulation, by the same element math the backends'
+    // all_reduce uses (comm/reduce.h), into slot 0; then a copy of it into every slot.
+    const size_t bytes = send.nbytes();
+    char* slots = static_cast<char*>(gathered.raw_data());
+    std::vector<const void*> slices(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) slices[static_cast<size_t>(r)] = slots + r * bytes;
+    comm::reduce_rank_slices(slots, slices.data(), world, static_cast<size_t>(u.padded),
+                             send.dtype(), comm::ReduceOp::kAvg);
+    for (int r = 1; r < world; ++r) std::memcpy(slots + r * bytes, slots, bytes);
+  }
+  // Slot r back to rank r, into the buffer it sent from; finish_backward waits for it.
+  u.reductions.push_back(shard_comm_->scatter(gathered, send, 0, options));
 }
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
@@ -350,8 +396,8 @@ void ShardedModel::finish_backward() {
     for (auto& u : units_) reduce_grads(*u);
   }
   for (auto& u : units_) {
-    if (u->reduction) u->reduction->wait();
-    u->reduction = nullptr;
+    for (comm::WorkPtr& work : u->reductions) work->wait();
+    u->reductions.clear();
     if (inter_group_) {
       // Hybrid: average the in-group result over the replicas (equal group sizes, so the mean
       // of the group means is the global mean).
@@ -376,18 +422,118 @@ void ShardedModel::finish_backward() {
 
 void ShardedModel::after_step() {
   accumulating_ = false;
+  refresh_full_parameters();
+}
+
+void ShardedModel::refresh_full_parameters() {
   // Stages 1/2 keep full parameters: gather the updated slices. Stage 3 does the same for the
-  // small units it keeps gathered; the others are gathered when next used.
+  // units that are gathered now (the small units it keeps gathered); the others are gathered
+  // when next used.
   std::vector<comm::WorkPtr> works;
   for (auto& u : units_) {
     refresh_compute_copy(*u);
-    const bool kept = config_.stage == 3 && u->full_bytes < config_.keep_gathered_below_bytes;
-    if (config_.stage == 1 || config_.stage == 2 || kept) {
+    if (u->gathering) {  // never write memory a collective is still writing
+      u->gathering->wait();
+      u->gathering = nullptr;
+    }
+    const bool gathered = config_.stage == 3 && !u->full_storage->is_released();
+    if (config_.stage == 1 || config_.stage == 2 || gathered) {
       works.push_back(
           shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
     }
   }
   for (auto& w : works) w->wait();
+}
+
+void ShardedModel::load_full_parameters(const ParameterFill& fill) {
+  const int rank = shard_comm_->rank();
+  // Stage: each unit's owned elements (the master's layout; padding and elements of no
+  // parameter keep their current values), filled parameter by parameter through one buffer of
+  // the largest parameter's numel. Any error here — the fill, or a workspace allocation over
+  // the budget — is held until the ranks have agreed, so no rank is left waiting in a
+  // collective the failing rank never issues.
+  std::vector<Tensor> staged;
+  std::exception_ptr error;
+  std::string failed_parameter;
+  try {
+    int64_t largest = 1;
+    for (const auto& u : units_) {
+      for (models::Parameter* p : u->params) largest = std::max(largest, p->numel());
+    }
+    Tensor buffer = Tensor::empty({largest}, DType::kF32, allocator_, MemoryCategory::kWorkspace,
+                                  "parameter to load");
+    float* values = buffer.data<float>();
+    for (const auto& u : units_) {
+      Tensor stage =
+          Tensor::empty({u->master.numel()}, DType::kF32, allocator_, MemoryCategory::kWorkspace,
+                        "unit " + u->name + " loaded master");
+      ops::copy_(stage, u->master);
+      float* owned = stage.data<float>();
+      const int64_t own_begin = config_.stage == 0 ? 0 : rank * u->shard;
+      const int64_t own_end = config_.stage == 0 ? u->padded : own_begin + u->shard;
+      for (size_t i = 0; i < u->params.size(); ++i) {
+        models::Parameter* p = u->params[i];
+        failed_parameter = p->name();
+        std::fill(values, values + p->numel(), 0.0f);
+        fill(p->name(), p->shape(), values);
+        const int64_t p_begin = u->offsets[i];
+        const int64_t begin = std::max(p_begin, own_begin);
+        const int64_t end = std::min(p_begin + p->numel(), own_end);
+        if (begin < end) {
+          std::copy(values + (begin - p_begin), values + (end - p_begin),
+                    owned + (begin - own_begin));
+        }
+      }
+      staged.push_back(std::move(stage));
+    }
+  } catch (...) {
+    error = std::current_exception();
+    staged.clear();
+  }
+  // Agree: the lowest failing rank of the world, or the world size if none failed.
+  Tensor verdict = Tensor::empty({1}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
+                                 "load_full_parameters verdict");
+  verdict.data<float>()[0] = static_cast<float>(error ? comm_.rank() : comm_.size());
+  comm_
+      .all_reduce(verdict, comm::ReduceOp::kMin,
+                  {comm::default_timeout(), "load_full_parameters: did every fill succeed"})
+      ->wait();
+  const int failed_rank = static_cast<int>(verdict.data<float>()[0]);
+  if (error) {
+    ZS_LOG_ERROR(
+        "load_full_parameters: loading parameter '{}' failed on rank {}; no parameter was "
+        "changed on any rank",
+        failed_parameter, comm_.rank());
+    std::rethrow_exception(error);
+  }
+  ZS_CHECK(failed_rank == comm_.size(), "load_full_parameters: the fill failed on rank ",
+           failed_rank, " (its error says why); no parameter was changed on any rank");
+  for (size_t k = 0; k < units_.size(); ++k) ops::copy_(units_[k]->master, staged[k]);
+  staged.clear();
+  refresh_full_parameters();
+}
+
+void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
+  std::exception_ptr error;
+  for (const auto& u : units_) {
+    Tensor full = u->master;  // stage 0: the whole flat fp32 master
+    if (config_.stage != 0) {
+      full = Tensor::empty({u->padded}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
+                           "unit " + u->name + " gathered masters");
+      shard_comm_->all_gather(u->master, full, {comm::default_timeout(), u->name + " masters"})
+          ->wait();
+    }
+    if (error) continue;  // keep issuing the collectives the other ranks issue
+    try {
+      const float* values = full.data<float>();
+      for (size_t i = 0; i < u->params.size(); ++i) {
+        visit(u->params[i]->name(), u->params[i]->shape(), values + u->offsets[i]);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 std::vector<ShardedModel::UnitInfo> ShardedModel::units() const {

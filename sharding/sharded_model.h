@@ -29,12 +29,40 @@
 // gradient accumulation too. In fp32 (both dtypes fp32) a step's first micro-batch reduces
 // straight into the fp32 gradient, without staging.
 //
+// Memory: a rank's model-state bytes by MemoryTracker category between steps (after
+// after_step()), with Ψ = Σ over units of padded_numel, N = the shard group's size, p = bytes
+// of a param_dtype element (4 fp32, 2 fp16/bf16), AdamW's state (m and v) included. fp32 is
+// param_dtype == fp32; "mixed" is fp16/bf16 (reduce_dtype does not change these: what travels
+// in it lives only during the step, in comm_buffers).
+//
+//   stage | parameters          | gradients                    | master_weights | optimizer_state
+//   0 fp32| 4Ψ (= the masters)  | 4Ψ                           | 0              | 8Ψ
+//   0 mixd| pΨ                  | pΨ + 4Ψ (fp32 accumulator)   | 4Ψ             | 8Ψ
+//   1 fp32| 4Ψ                  | 4Ψ + 4Ψ/N (fp32 shard)       | 4Ψ/N           | 8Ψ/N
+//   1 mixd| pΨ + pΨ/N (the      | pΨ + 4Ψ/N                    | 4Ψ/N           | 8Ψ/N
+//         | compute-dtype shard the all-gathers read)
+//   2 fp32| 4Ψ                  | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
+//   2 mixd| pΨ + pΨ/N           | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
+//   3 fp32| 4Ψ/N (= the masters)| 4Ψ/N                         | 0              | 8Ψ/N
+//   3 mixd| pΨ/N                | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
+//
+// Totals. fp32: 16Ψ, 8Ψ + 16Ψ/N, 4Ψ + 16Ψ/N, 16Ψ/N. Mixed: (2p + 16)Ψ, 2pΨ + (16 + p)Ψ/N,
+// pΨ + (16 + p)Ψ/N, (16 + p)Ψ/N. Against the ZeRO paper's 2Ψ + 2Ψ + 12Ψ (p = 2: 16Ψ,
+// 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N): gradients accumulate in fp32 shards (4Ψ/N, not 2Ψ/N), stage
+// 0 keeps its compute gradients beside the fp32 ones, stage 1 keeps the full compute gradients
+// (it reduce-scatters at the end of backward), and mixed stages 1/2 keep the compute-dtype
+// shard. During a step, stages 2/3 add one unit's full gradient (pΨ_u) per unit in backward,
+// stage 3 its gathered units (pΨ_u each, at most max_live_gathered_bytes plus one unit), and
+// comm_buffers hold reduce_dtype copies where it differs from param_dtype.
+// tests/sharding/mixed_precision_test.cc checks the table exactly.
+//
 // A step: forward + backward (+ finish_backward()) per micro-batch, then the optimizer over
 // local_shards(), then after_step().
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,8 +73,30 @@
 
 namespace zs::sharding {
 
+// How stage 0 (DDP) synchronizes gradients. kBucketed is the one to use; the other two are
+// deliberately naive, for comparison and teaching, and give the same parameters bit for bit on
+// the local backend (every backend reduces element-wise in rank order with fp32 accumulation,
+// comm/reduce.h, so how the elements are grouped into calls changes no bits). Per step and rank,
+// with B_u = padded_numel × size(reduce_dtype) the bytes of unit u, b_p = numel × size of
+// parameter p, N ranks (each term rounded down per call, as CommStats counts):
+//   kBucketed      one all_reduce per unit, launched as soon as the unit's backward is done
+//                  (overlaps the rest of backward): sent = received = Σ_u 2(N−1)/N · B_u.
+//   kPerTensor     one all_reduce per parameter gradient (no padding travels), also launched
+//                  at the end of the unit's backward: sent = received = Σ_p 2(N−1)/N · b_p;
+//                  many small calls, each paying the per-call latency.
+//   kGatherScatter per unit: gather every rank's gradient to rank 0 (blocking the backward),
+//                  rank 0 reduces in rank order, then scatters a copy of the result to every
+//                  rank (parameter-server style; rank 0's links carry everything): rank 0
+//                  sends and receives Σ_u (N−1) · B_u, every other rank sends and receives
+//                  Σ_u B_u. Rank 0 holds an N × B_u buffer of the unit (comm_buffers).
+enum class DdpSync { kBucketed, kPerTensor, kGatherScatter };
+const char* ddp_sync_name(DdpSync sync);  // "bucketed", "per_tensor", "gather_scatter"
+
 struct ShardingConfig {
   int stage = 3;  // 0 (DDP), 1, 2, 3
+  // Stage 0's gradient synchronization (see DdpSync); other stages reject anything but
+  // kBucketed.
+  DdpSync ddp_sync = DdpSync::kBucketed;
   // Hybrid sharding: > 0 shards (stage 3) inside groups of this many consecutive ranks (a node)
   // and replicates across the groups, whose gradient shards are all-reduced after the
   // in-group reduce-scatter. Needs stage 3 and a world size divisible by the group size.
@@ -116,6 +166,31 @@ class ShardedModel {
     size_t num_parameters;
   };
   std::vector<UnitInfo> units() const;
+
+  // Parameter import and export, for weight files and checkpoints that hold whole parameters.
+  // Both are collectives over the world (every rank calls them, between steps: not inside a
+  // forward or backward) and visit the parameters in unit order (units() order, each unit's
+  // parameters in declaration order; a tied parameter once).
+  using ParameterFill =
+      std::function<void(const std::string& name, const Shape& shape, float* dst)>;
+  using ParameterVisit =
+      std::function<void(const std::string& name, const Shape& shape, const float* data)>;
+  // Sets the fp32 masters from `fill`, which gets each parameter's name, shape and a temporary
+  // fp32 buffer of its full numel (zero-filled) to write. Each rank keeps the elements it owns
+  // (stage 0: all), then the compute copies are refreshed and stages 1/2 and stage 3's kept
+  // units re-gather, as after_step() does. Optimizer state and gradients are left alone.
+  // All or nothing: the owned values are staged (workspace: one fp32 copy of the rank's master
+  // elements, plus the largest parameter's full buffer) and committed only when every fill on
+  // every rank returned. If a fill throws, the rank skips its remaining fills, the ranks agree
+  // (one all_reduce of a flag), no master changes anywhere, and the fill's exception is
+  // rethrown on its rank; the other ranks throw InvalidArgument naming the failing rank.
+  void load_full_parameters(const ParameterFill& fill);
+  // Calls `visit` on every rank with each parameter's full fp32 master values. One unit at a
+  // time: the masters are all-gathered over the shard group into one buffer of the unit's padded
+  // size (comm_buffers; stage 0 reads its full master without a collective), then visited and
+  // freed. If a visit throws, the remaining units are still gathered (so every rank issues the
+  // same collectives) but not visited, and the first exception is rethrown at the end.
+  void visit_full_parameters(const ParameterVisit& visit);
   int stage() const { return config_.stage; }
   // The ranks the parameters are sharded over: the world, or this rank's hybrid group. A
   // global gradient norm sums the local shards over this group (replicas hold the same values).
@@ -140,7 +215,12 @@ class ShardedModel {
   void release(Unit& unit);
   void install_grad_buffer(Unit& unit);
   void reduce_grads(Unit& unit);
+  // Stage 0 with DdpSync::kGatherScatter: the gradient average of `send` through rank 0.
+  void gather_reduce_scatter(Unit& unit, const Tensor& send,
+                             const comm::CollectiveOptions& options);
   void refresh_compute_copy(Unit& unit);
+  // Compute copies from the masters, and the all-gathers of the units kept gathered.
+  void refresh_full_parameters();
 
   models::Module& root_;
   comm::Communicator& comm_;

@@ -20,12 +20,6 @@
 namespace zs::sharding {
 namespace {
 
-using testing::kSeq;
-using testing::RunOptions;
-using testing::RunResult;
-using testing::train;
-using testing::uneven_config;
-
 // Mean |a − b| over the common prefix of every unit.
 double mean_difference(const RunResult& a, const RunResult& b) {
   double sum = 0;
@@ -36,18 +30,6 @@ double mean_difference(const RunResult& a, const RunResult& b) {
     count += n;
   }
   return sum / static_cast<double>(count);
-}
-
-// Largest |a − b| over the common prefix of every unit (padding differs with the world size).
-double max_difference(const RunResult& a, const RunResult& b) {
-  double worst = 0;
-  for (size_t u = 0; u < a.params.size(); ++u) {
-    const size_t n = std::min(a.params[u].size(), b.params[u].size());
-    for (size_t i = 0; i < n; ++i) {
-      worst = std::max(worst, static_cast<double>(std::fabs(a.params[u][i] - b.params[u][i])));
-    }
-  }
-  return worst;
 }
 
 TEST(ShardedModel, StagesAreBitwiseIdenticalAtEqualWorldSize) {

@@ -63,6 +63,7 @@ struct RunResult {
   std::vector<std::vector<float>> params;  // every unit's full fp32 master (all-gathered)
   std::vector<float> losses;  // per step, mean over ranks and micro-batches (summed in rank order)
   std::vector<float> scales;  // per step, the loss scale used (fp16 runs)
+  std::vector<float> grad_norms;  // per step not skipped, the global norm before clipping
   int64_t skipped = 0;
 };
 
@@ -72,8 +73,13 @@ struct RunOptions {
   int steps = 6;
   int micro_batches = 1;
   bool loss_scaling = false;
-  int inject_inf_at_step = -1;  // rank 0 puts an inf into one gradient at this step
-  int hysteresis = 2;           // overflows in a row before the loss scale backs off
+  int inject_inf_at_step = -1;          // rank 0 puts an inf into one gradient at this step
+  int hysteresis = 2;                   // overflows in a row before the loss scale backs off
+  uint64_t seed = 3;                    // parameter init seed
+  int64_t global_batch = kGlobalBatch;  // divisible by world × micro_batches
+  float clip_norm = 0;  // > 0: clip the global gradient norm (train::clip_gradients) to this
+  // Called on every rank after the ShardedModel and the optimizer are built, before step 0.
+  std::function<void(ShardedModel&, comm::Communicator&)> prepare;
 };
 
 using RankFunction = std::function<void(comm::Communicator&)>;
@@ -90,7 +96,7 @@ inline void run_on_local_ranks(int world, const RankFunction& fn) {
 inline RunResult train(const RunOptions& run, ShardingConfig config = {},
                        const RankRunner& runner = run_on_local_ranks) {
   config.stage = run.stage;
-  config.seed = 3;
+  config.seed = run.seed;
   // Slot r is written only by rank r's thread.
   std::vector<std::optional<RunResult>> by_rank(static_cast<size_t>(run.world));
   runner(run.world, [&](comm::Communicator& comm) {
@@ -106,7 +112,10 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
     optim::LossScalerOptions scaler_options;
     scaler_options.hysteresis = run.hysteresis;
     optim::DynamicLossScaler scaler{scaler_options};
-    const int64_t local_batch = kGlobalBatch / run.world / run.micro_batches;
+    if (run.prepare) run.prepare(sharded, comm);
+    const int64_t local_batch = run.global_batch / run.world / run.micro_batches;
+    EXPECT_EQ(local_batch * run.world * run.micro_batches, run.global_batch)
+        << "the global batch must divide into world × micro-batches";
     const int64_t losses_per_rank = int64_t{run.steps} * run.micro_batches;
     Tensor ids = Tensor::empty({local_batch, kSeq}, DType::kI32, allocator, "ids");
     Tensor targets = Tensor::empty({local_batch, kSeq}, DType::kI32, allocator, "targets");
@@ -137,6 +146,10 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
       if (run.loss_scaling) {
         const bool found_inf = optim::unscale_and_check(views, scaler.inv_scale());
         skip = scaler.update(found_inf, comm);
+      }
+      if (!skip && run.clip_norm > 0) {
+        // The loss scaler skipped no step here: the gradients are finite and unscaled.
+        result.grad_norms.push_back(train::clip_gradients(sharded, views, run.clip_norm));
       }
       if (!skip) optimizer.step(adam.lr);
       sharded.after_step();
@@ -186,6 +199,20 @@ inline RunResult train(int world, int stage, int steps, ShardingConfig config = 
   run.stage = stage;
   run.steps = steps;
   return train(run, config, runner);
+}
+
+// Largest |a − b| over the common prefix of every unit's parameters (padding differs with the
+// world size). Run: any result with `params`, one std::vector<float> a unit (RunResult, ...).
+template <typename Run>
+double max_difference(const Run& a, const Run& b) {
+  double worst = 0;
+  for (size_t u = 0; u < a.params.size(); ++u) {
+    const size_t n = std::min(a.params[u].size(), b.params[u].size());
+    for (size_t i = 0; i < n; ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(a.params[u][i] - b.params[u][i])));
+    }
+  }
+  return worst;
 }
 
 // One step of the given stage on `comm`'s ranks; afterwards the rank's model-state bytes by
@@ -258,3 +285,16 @@ inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int sta
 }
 
 }  // namespace zs::sharding::testing
+
+namespace zs::sharding {
+
+// The names the sharding tests use unqualified. A test file's own declarations of these names
+// (in its anonymous namespace) hide them.
+using testing::kSeq;
+using testing::max_difference;
+using testing::RunOptions;
+using testing::RunResult;
+using testing::train;
+using testing::uneven_config;
+
+}  // namespace zs::sharding
