@@ -1,0 +1,249 @@
+// BERT-style classifier forward: embeddings, padded bidirectional blocks, [CLS] pooling, pooler,
+// head. Two small autograd functions live here because ops/ has no equivalent yet: the row
+// selection of position 0 (a strided slice) and tanh. Both are cheap ([B, T, C] -> [B, C] and
+// [B, C]) and dtype-agnostic; they belong in ops/ once a second user needs them.
+#include "models/bert.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "runtime/autograd.h"
+#include "runtime/memory_tracker.h"
+
+namespace zs::models {
+namespace {
+
+const BertConfig& checked(const BertConfig& config) {
+  ZS_CHECK(config.n_head > 0 && config.width % config.n_head == 0, "bert: width ", config.width,
+           " must be divisible by n_head ", config.n_head);
+  ZS_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer >= 0,
+           "bert: vocab_size and context must be positive and n_layer non-negative, got ",
+           config.vocab_size, ", ", config.context, ", ", config.n_layer);
+  ZS_CHECK(config.num_classes >= 2, "bert: num_classes must be at least 2, got ",
+           config.num_classes);
+  ZS_CHECK(config.pad_id >= 0 && config.pad_id < config.vocab_size, "bert: pad_id ", config.pad_id,
+           " must be a token id in [0, ", config.vocab_size, ")");
+  return config;
+}
+
+float residual_std(const BertConfig& config) {
+  // As GPT-2: residual projections scaled by 1/sqrt(2·layers).
+  return config.n_layer > 0 ? 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer)) : 0.02f;
+}
+
+// Outputs of the local ops are charged like those of ops/: the current category, or activations
+// outside any scope.
+Tensor new_activation(const Shape& shape, const Tensor& like, const char* name) {
+  MemoryCategory category = current_memory_category();
+  if (category == MemoryCategory::kOther) category = MemoryCategory::kActivations;
+  return Tensor::empty(shape, like.dtype(), like.allocator(), category, name);
+}
+
+// Writes fp32 `values` into a gradient sink of any floating dtype (copy or add).
+void write_grad(GradSink& sink, const std::vector<float>& values) {
+  if (!sink.accumulate) {
+    sink.buffer.copy_from(values);
+    return;
+  }
+  Tensor staged = Tensor::empty(sink.buffer.shape(), DType::kF32, sink.buffer.allocator(),
+                                MemoryCategory::kWorkspace, "bert grad staging");
+  staged.copy_from(values);
+  accumulate_into(sink.buffer, staged);
+}
+
+// out[b, :] = x[b, 0, :] for x [B, T, C] (the [CLS] position). Rows are copied bit for bit.
+// Backward: dx[b, 0, :] = dy[b, :], zeros elsewhere.
+Tensor first_position(const Tensor& x) {
+  ZS_CHECK(x.dim() == 3 && is_floating(x.dtype()),
+           "bert: first_position expects a floating "
+           "[B, T, C] tensor, got ",
+           x.describe());
+  const int64_t batch = x.size(0), seq = x.size(1), width = x.size(2);
+  Tensor out = new_activation({batch, width}, x, "cls");
+  const size_t row_bytes = static_cast<size_t>(width) * dtype_size(x.dtype());
+  const auto* src = static_cast<const unsigned char*>(x.raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(dst + static_cast<size_t>(b) * row_bytes,
+                src + static_cast<size_t>(b * seq) * row_bytes, row_bytes);
+  }
+  if (needs_grad({&x})) {
+    record_op("first_position", {&x}, {&out}, [batch, seq, width](BackwardContext& ctx) {
+      Tensor dy = ctx.grad_output(0);
+      GradSink sink = ctx.grad_input(0);
+      if (!dy.defined() || !sink) return;
+      if (!sink.accumulate) sink.buffer.fill(0.0f);
+      for (int64_t b = 0; b < batch; ++b) {
+        accumulate_into(sink.buffer.slice(b * seq * width, {width}), dy.slice(b * width, {width}));
+      }
+    });
+  }
+  return out;
+}
+
+// y = tanh(x), computed in fp32 and stored in x's dtype. Backward: dx = dy · (1 − y²).
+Tensor tanh(const Tensor& x) {
+  ZS_CHECK(is_floating(x.dtype()), "bert: tanh expects a floating tensor, got ", x.describe());
+  std::vector<float> values = x.to_vector();
+  for (float& v : values) v = std::tanh(v);
+  Tensor y = new_activation(x.shape(), x, "tanh");
+  y.copy_from(values);
+  if (needs_grad({&x})) {
+    // y's stored (possibly rounded) values are what the derivative uses, as for any saved output.
+    record_op("tanh", {&x}, {&y}, [y](BackwardContext& ctx) {
+      Tensor dy = ctx.grad_output(0);
+      GradSink sink = ctx.grad_input(0);
+      if (!dy.defined() || !sink) return;
+      std::vector<float> grad = dy.to_vector();
+      const std::vector<float> out = y.to_vector();
+      for (size_t i = 0; i < grad.size(); ++i) grad[i] *= 1.0f - out[i] * out[i];
+      write_grad(sink, grad);
+    });
+  }
+  return y;
+}
+
+void check_lengths(const Tensor& lengths, int64_t batch, int64_t seq) {
+  ZS_CHECK(lengths.dtype() == DType::kI32 && lengths.dim() == 1 && lengths.size(0) == batch,
+           "bert: lengths ", lengths.describe(), " must be int32 [", batch, "]");
+  const int32_t* values = lengths.data<int32_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    ZS_CHECK(values[b] >= 1 && values[b] <= seq, "bert: lengths[", b, "] = ", values[b],
+             " must be in [1, ", seq, "] (position 0, the pooled [CLS], is always valid)");
+  }
+}
+
+}  // namespace
+
+EncoderSelfAttention::EncoderSelfAttention(int64_t width, int64_t n_head, float residual_std,
+                                           std::shared_ptr<const PaddingState> padding)
+    : Module("EncoderSelfAttention"),
+      qkv_(emplace<Linear>("qkv", width, 3 * width)),
+      proj_(emplace<Linear>("proj", width, width, true, residual_std)),
+      n_head_(n_head),
+      padding_(std::move(padding)) {
+  ZS_CHECK(n_head > 0 && width % n_head == 0, "EncoderSelfAttention: width ", width,
+           " must be divisible by n_head ", n_head);
+}
+
+Tensor EncoderSelfAttention::forward(const Tensor& x) {
+  return proj_(ops::attention(qkv_(x), n_head_, /*causal=*/false, padding_->lengths));
+}
+
+EncoderBlock::EncoderBlock(int64_t width, int64_t n_head, float residual_std,
+                           std::shared_ptr<const PaddingState> padding)
+    : Module("Block"),
+      ln1_(emplace<LayerNorm>("ln1", width)),
+      attn_(emplace<EncoderSelfAttention>("attn", width, n_head, residual_std, std::move(padding))),
+      ln2_(emplace<LayerNorm>("ln2", width)),
+      mlp_(emplace<Mlp>("mlp", width, 4 * width, residual_std)) {}
+
+Tensor EncoderBlock::forward(const Tensor& x) {
+  Tensor h = ops::add(x, attn_(ln1_(x)));
+  return ops::add(h, mlp_(ln2_(h)));
+}
+
+BertClassifier::BertClassifier(const BertConfig& config)
+    : Module("BertClassifier"),
+      config_(checked(config)),
+      padding_(std::make_shared<PaddingState>()),
+      tok_emb_(declare("tok_emb", {config.vocab_size, config.width}, InitRule::normal(0.02f))),
+      pos_emb_(declare("pos_emb", {config.context, config.width}, InitRule::normal(0.02f))),
+      blocks_(emplace<Sequential>("blocks")),
+      ln_f_(emplace<LayerNorm>("ln_f", config.width)),
+      pooler_(emplace<Linear>("pooler", config.width, config.width)),
+      head_(emplace<Linear>("head", config.width, config.num_classes)) {
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    blocks_.append(std::make_unique<EncoderBlock>(config.width, config.n_head, residual_std(config),
+                                                  padding_));
+  }
+}
+
+Tensor BertClassifier::logits(const Tensor& ids, const Tensor& lengths) {
+  ZS_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32, "bert: ids must be int32 [B, T], got ",
+           ids.describe());
+  const Tensor valid = lengths.defined() ? lengths : lengths_from_padding(ids, config_.pad_id);
+  check_lengths(valid, ids.size(0), ids.size(1));
+  padding_->lengths = valid;
+  lengths_given_ = true;  // consumed by forward()
+  struct Consume {
+    bool& flag;
+    ~Consume() { flag = false; }  // also when the forward throws before reading it
+  } consume{lengths_given_};
+  return (*this)(ids);  // through operator(): the sharding hooks gather the root's parameters
+}
+
+Tensor BertClassifier::loss(const Tensor& ids, const Tensor& lengths, const Tensor& labels) {
+  ZS_CHECK(labels.dtype() == DType::kI32 && labels.dim() == 1 && ids.dim() >= 1 &&
+               labels.size(0) == ids.size(0),
+           "bert: labels ", labels.describe(), " must be int32 [B] for ids ", ids.describe());
+  return ops::cross_entropy(logits(ids, lengths), labels);
+}
+
+Tensor BertClassifier::forward(const Tensor& ids) {
+  ZS_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32, "bert: ids must be int32 [B, T], got ",
+           ids.describe());
+  const int64_t batch = ids.size(0);
+  const int64_t seq = ids.size(1);
+  ZS_CHECK(seq >= 1 && seq <= config_.context, "bert: sequence length ", seq, " must be in [1, ",
+           config_.context, "] (the context); shorten the sequences or raise the context");
+  // Called directly (not through logits()): the lengths come from the padding id. Either way
+  // they stay installed after this forward, for a recomputation of a block in backward.
+  if (!lengths_given_) padding_->lengths = lengths_from_padding(ids, config_.pad_id);
+  lengths_given_ = false;
+  check_lengths(padding_->lengths, batch, seq);
+
+  Tensor positions = Tensor::empty({batch, seq}, DType::kI32, ids.allocator(),
+                                   MemoryCategory::kWorkspace, "positions");
+  int32_t* pos = positions.data<int32_t>();
+  for (int64_t i = 0; i < batch * seq; ++i) pos[i] = static_cast<int32_t>(i % seq);
+  Tensor x = ops::add(ops::embedding(tok_emb_.tensor(), ids),
+                      ops::embedding(pos_emb_.tensor(), positions));
+  x = blocks_(x);
+  // LayerNorm is per position, so normalizing only the pooled row is the same as normalizing all.
+  Tensor cls = ln_f_(first_position(x));
+  return head_(tanh(pooler_(cls)));
+}
+
+Tensor lengths_from_padding(const Tensor& ids, int32_t pad_id) {
+  ZS_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32, "bert: ids must be int32 [B, T], got ",
+           ids.describe());
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  Tensor lengths =
+      Tensor::empty({batch}, DType::kI32, ids.allocator(), MemoryCategory::kWorkspace, "lengths");
+  const int32_t* id = ids.data<int32_t>();
+  int32_t* out = lengths.data<int32_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t len = seq;
+    while (len > 1 && id[b * seq + len - 1] == pad_id) --len;
+    out[b] = static_cast<int32_t>(len);
+  }
+  return lengths;
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  ZS_CHECK(logits.dim() == 2 && is_floating(logits.dtype()), "count_correct: logits ",
+           logits.describe(), " must be floating [B, K]");
+  ZS_CHECK(labels.dtype() == DType::kI32 && labels.dim() == 1 && labels.size(0) == logits.size(0),
+           "count_correct: labels ", labels.describe(), " must be int32 [", logits.size(0), "]");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const std::vector<float> values = logits.to_vector();
+  const int32_t* label = labels.data<int32_t>();
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = values.data() + r * classes;
+    int64_t best = 0;
+    for (int64_t k = 1; k < classes; ++k) {
+      if (row[k] > row[best]) best = k;
+    }
+    correct += best == label[r] ? 1 : 0;
+  }
+  return correct;
+}
+
+}  // namespace zs::models
