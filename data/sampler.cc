@@ -25,6 +25,8 @@ void check_batch_tensor(const Tensor& tensor, const Shape& shape, const char* wh
            "; make batches with this sampler's make_batch()");
 }
 
+}  // namespace
+
 int64_t lm_num_windows(const TokenDataset& dataset, int64_t seq_len) {
   ZS_CHECK(seq_len >= 1, "LmWindowSampler: seq_len must be >= 1, got ", seq_len);
   const uint64_t tokens = dataset.size();
@@ -32,6 +34,17 @@ int64_t lm_num_windows(const TokenDataset& dataset, int64_t seq_len) {
            tokens, " tokens, fewer than one window of seq_len + 1 = ", seq_len + 1,
            "; use a shorter seq_len or more data");
   return static_cast<int64_t>((tokens - 1) / static_cast<uint64_t>(seq_len));
+}
+
+namespace {
+
+int64_t checked_range(const TokenDataset& dataset, int64_t seq_len, const WindowRange& range) {
+  const int64_t total = lm_num_windows(dataset, seq_len);
+  const int64_t count = range.count < 0 ? total - range.first : range.count;
+  ZS_CHECK(range.first >= 0 && count >= 1 && range.first + count <= total, "LmWindowSampler: "
+           "windows [", range.first, ", ", range.first + count, ") are not inside the ", total,
+           " windows of seq_len ", seq_len, " in '", dataset.path(), "'");
+  return count;
 }
 
 }  // namespace
@@ -108,10 +121,11 @@ BatchPosition EpochOrder::next(const BatchPosition& position) const {
 }
 
 LmWindowSampler::LmWindowSampler(const TokenDataset& dataset, int64_t seq_len,
-                                 SamplerOptions options)
+                                 SamplerOptions options, WindowRange range)
     : dataset_(dataset),
       seq_len_(seq_len),
-      order_(lm_num_windows(dataset, seq_len), std::move(options), "data.lm_windows") {}
+      first_window_(range.first),
+      order_(checked_range(dataset, seq_len, range), std::move(options), "data.lm_windows") {}
 
 Batch LmWindowSampler::make_batch(Allocator& allocator) const {
   Batch batch;
@@ -132,7 +146,7 @@ void LmWindowSampler::fill(const BatchPosition& position, Batch& batch) const {
   for (size_t i = 0; i < windows.size(); ++i) {
     // T + 1 tokens in one read: ids are the first T, targets the last T.
     int32_t* ids_row = ids + i * row;
-    const uint64_t start = static_cast<uint64_t>(windows[i]) * row;
+    const uint64_t start = static_cast<uint64_t>(first_window_ + windows[i]) * row;
     dataset_.read(start, row, ids_row);
     std::copy(ids_row + 1, ids_row + row, targets + i * row);
     dataset_.read(start + row, 1, targets + i * row + row - 1);

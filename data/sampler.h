@@ -119,9 +119,21 @@ class BatchSampler {
 // windows tile the data with a one-token overlap and there are floor((N - 1) / T) of them. Row i
 // of a batch holds window i's first T tokens as ids and its last T as targets.
 // Default stream: "data.lm_windows".
+//
+// A WindowRange restricts the sampler to windows [first, first + count) of the file (count -1:
+// to the last window), e.g. to hold out the tail of a file for evaluation.
+struct WindowRange {
+  int64_t first = 0;
+  int64_t count = -1;
+};
+
+// The number of windows of seq_len + 1 tokens in `dataset` (throws InvalidArgument if none).
+int64_t lm_num_windows(const TokenDataset& dataset, int64_t seq_len);
+
 class LmWindowSampler : public BatchSampler {
  public:
-  LmWindowSampler(const TokenDataset& dataset, int64_t seq_len, SamplerOptions options);
+  LmWindowSampler(const TokenDataset& dataset, int64_t seq_len, SamplerOptions options,
+                  WindowRange range = {});
 
   const EpochOrder& order() const override { return order_; }
   Batch make_batch(Allocator& allocator) const override;
@@ -133,6 +145,7 @@ class LmWindowSampler : public BatchSampler {
  private:
   const TokenDataset& dataset_;
   const int64_t seq_len_;
+  const int64_t first_window_;
   EpochOrder order_;
 };
 

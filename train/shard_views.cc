@@ -19,8 +19,7 @@ std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& mode
   return views;
 }
 
-float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
-                     float max_norm) {
+float gradient_norm(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views) {
   comm::Communicator& group = model.shard_group();
   double local = 0;
   if (model.stage() == 0) {
@@ -34,7 +33,12 @@ float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::Sha
   } else {
     local = optim::grad_sum_of_squares(views);
   }
-  const float norm = optim::global_grad_norm(local, group);
+  return optim::global_grad_norm(local, group);
+}
+
+float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
+                     float max_norm) {
+  const float norm = gradient_norm(model, views);
   if (std::isfinite(norm)) optim::scale_grads(views, optim::clip_coefficient(norm, max_norm));
   return norm;
 }

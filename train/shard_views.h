@@ -22,4 +22,7 @@ std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& mode
 float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
                      float max_norm);
 
+// The same global norm, without clipping (the same bits as clip_gradients returns).
+float gradient_norm(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views);
+
 }  // namespace zs::train

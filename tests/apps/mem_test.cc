@@ -1,0 +1,147 @@
+// zs-mem in-process (train/mem_cli.h): the tables it prints agree with the memory model, and bad
+// flags give a clear message and exit code 2.
+#include "train/mem_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/gpt_presets.h"
+#include "runtime/memory_tracker.h"
+#include "train/memory_model.h"
+
+namespace zs::train {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(std::vector<std::string> args) {
+  args.insert(args.begin(), "zs-mem");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Result r;
+  r.code = mem_main(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(ZsMem, Gpt2OneRankStage0Bf16) {
+  const Result r =
+      run({"--model", "gpt2", "--ranks", "1", "--zero-stage", "0", "--precision", "bf16"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  MemoryModelConfig config;
+  config.stage = 0;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  const MemoryEstimate e = estimate_memory(gpt_memory_units(models::gpt_preset("gpt2")), config);
+  const int64_t psi = models::gpt_parameter_count(models::gpt_preset("gpt2"));
+  // ~16 bytes per parameter in the paper, 20 in the engine (its fp32 gradient accumulator), on
+  // the padded count.
+  EXPECT_EQ(e.steady.total(), 20 * static_cast<uint64_t>(e.padded_numel));
+  EXPECT_LE(e.padded_numel - psi, 13 * 16);
+  EXPECT_TRUE(contains(r.out, "124,439,808 parameters")) << r.out;
+  EXPECT_TRUE(contains(r.out, " " + format_bytes(e.steady.total()) + " |")) << r.out;
+  EXPECT_TRUE(contains(r.out, "16Ψ = " + format_bytes(static_cast<size_t>(16 * psi)))) << r.out;
+  for (const char* category :
+       {"parameters", "gradients", "master_weights", "optimizer_state", "comm_buffers", "total"}) {
+    EXPECT_TRUE(contains(r.out, category)) << category << "\n" << r.out;
+  }
+}
+
+TEST(ZsMem, AllStagesByDefaultWithBudgetAndOffload) {
+  const Result r = run({"--model", "gpt2-xl", "--ranks", "8", "--precision", "bf16", "--budget",
+                        "16GiB", "--offload", "optimizer"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* formula : {"16Ψ = ", "4Ψ + 12Ψ/N = ", "2Ψ + 14Ψ/N = ", "16Ψ/N = "}) {
+    EXPECT_TRUE(contains(r.out, formula)) << formula << "\n" << r.out;
+  }
+  EXPECT_TRUE(contains(r.out, "host (estimate)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "not implemented in the engine yet")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Largest GPT preset")) << r.out;
+  // The stage-3 row's device peak, as the model computes it.
+  MemoryModelConfig config;
+  config.world = 8;
+  config.stage = 3;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  config.offload = OffloadKind::kOptimizer;
+  const MemoryEstimate e = estimate_memory(gpt_memory_units(models::gpt_preset("1.5B")), config);
+  EXPECT_TRUE(contains(r.out, " " + format_bytes(e.peak.total()) + " |")) << r.out;
+}
+
+TEST(ZsMem, BareParameterCountsAndHybrid) {
+  Result r = run({"--params", "1.5B", "--units", "48", "--ranks", "4", "--zero-stage", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "1,500,000,000")) << r.out;
+  EXPECT_TRUE(contains(r.out, "gathered window")) << r.out;
+  r = run({"--params", "350M", "--ranks", "8", "--hybrid-group", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "groups of 4")) << r.out;
+  EXPECT_TRUE(contains(r.out, "one unit")) << r.out;
+  // A custom shape: gpt2 with 24 layers has 12 more blocks of 12C² + 13C parameters.
+  r = run({"--model", "gpt2", "--layers", "24", "--zero-stage", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const int64_t c = 768;
+  EXPECT_TRUE(contains(r.out, "24 layers")) << r.out;
+  EXPECT_TRUE(contains(r.out, "with overrides")) << r.out;
+  const int64_t count = 124439808 + 12 * (12 * c * c + 13 * c);
+  std::string digits = std::to_string(count);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  EXPECT_TRUE(contains(r.out, digits + " parameters")) << digits << "\n" << r.out;
+  r = run({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "--zero-stage")) << r.out;
+}
+
+TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
+  struct Bad {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Bad> cases = {
+      {{"--frobnicate"}, "--frobnicate"},
+      {{"--zero-stage", "4"}, "--zero-stage"},
+      {{"--ranks", "0"}, "--ranks"},
+      {{"--ranks", "two"}, "--ranks"},
+      {{"--precision", "fp8"}, "--precision 'fp8'"},
+      {{"--reduce-dtype", "int8"}, "--reduce-dtype 'int8'"},
+      {{"--model", "gpt3"}, "gpt2-xl"},  // lists the known presets
+      {{"--params", "1.5X"}, "--params '1.5X'"},
+      {{"--model", "gpt2", "--params", "1B"}, "excludes"},
+      {{"--model", "gpt2", "--units", "4"}, "--units"},
+      {{"--params", "1B", "--units", "0"}, "--units"},
+      {{"--zero-stage", "2", "--all-stages"}, "excludes"},
+      {{"--ranks", "6", "--hybrid-group", "4"}, "multiple of --hybrid-group"},
+      {{"--ranks", "8", "--hybrid-group", "4", "--zero-stage", "1"}, "--zero-stage 3"},
+      {{"--optimizer", "lion"}, "--optimizer 'lion'"},
+      {{"--momentum", "0.9"}, "--momentum"},
+      {{"--offload", "nvme"}, "--offload 'nvme'"},
+      {{"--budget", "16 gibibytes"}, "--budget '16 gibibytes'"},
+      {{"--budget", "0"}, "--budget"},
+      {{"--grad-accum", "0"}, "--grad-accum"},
+      {{"--model", "gpt2", "--heads", "7"}, "not divisible by --heads 7"},
+      {{"--params", "1B", "--layers", "4"}, "excludes"},
+      {{"--layers", "0"}, "--layers"},
+  };
+  for (const Bad& bad : cases) {
+    const Result r = run(bad.args);
+    std::string joined;
+    for (const std::string& a : bad.args) joined += a + " ";
+    EXPECT_EQ(r.code, 2) << joined << "\n" << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, bad.says)) << joined << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << joined << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace zs::train

@@ -1,0 +1,260 @@
+// zs-train's flags.
+#include "train/cli.h"
+
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "comm/factory.h"
+#include "models/gpt_presets.h"
+#include "runtime/error.h"
+#include "runtime/logging.h"
+#include "train/engine.h"
+
+namespace zs::train {
+namespace {
+
+// The built-in demo's text: Debian's fortunes package (English quotations, jokes, poems).
+constexpr const char* kDemoCorpus = "/usr/share/games/fortunes";
+
+// The value of --deepspeed (or an alias) if given, read before the full parse so flags can
+// override it.
+std::string deepspeed_path(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    for (const char* name : {"--deepspeed", "--deepspeed_config", "--ds-config"}) {
+      const size_t n = std::strlen(name);
+      if (std::strcmp(argv[i], name) == 0 && i + 1 < argc) return argv[i + 1];
+      if (std::strncmp(argv[i], name, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
+                      std::vector<std::string>* notes, std::string* help) {
+  const std::string ds = deepspeed_path(argc, argv);
+  if (!ds.empty()) {
+    std::ifstream file(ds);
+    ZS_CHECK(file.good(), "--deepspeed '", ds, "' cannot be opened");
+    std::stringstream text;
+    text << file.rdbuf();
+    apply_deepspeed_json(text.str(), ds, c, notes);
+  }
+
+  CLI::App app{
+      "zs-train: train a GPT with ZeRO stages 0-3 (DDP = stage 0) or hybrid sharding, on local "
+      "rank threads or under mpirun/srun.",
+      "zs-train"};
+  app.get_formatter()->column_width(34);
+  std::string ds_unused, precision, reduce_dtype, budget, max_live, keep_below, decay, strategy;
+  bool no_prefetch = false, no_progress = false;
+
+  const std::string kModel = "Model";
+  app.add_option("--task", c.task,
+                 "lm, classify (TSV data: text<TAB>label), or auto (by the "
+                 "--data extension)")
+      ->group(kModel);
+  app.add_option(
+         "--model", c.model,
+         "preset: " +
+             [] {
+               std::string names;
+               for (const std::string& n : models::gpt_preset_names())
+                 names += (names.empty() ? "" : ", ") + n;
+               return names;
+             }())
+      ->group(kModel);
+  app.add_option("--model-config", c.model_config,
+                 "JSON file with n_layer, width, n_head, "
+                 "vocab_size, context (over the preset)")
+      ->group(kModel);
+  app.add_option("--layers", c.n_layer, "override the preset's layers")->group(kModel);
+  app.add_option("--width", c.width, "override the preset's width")->group(kModel);
+  app.add_option("--heads", c.n_head, "override the preset's attention heads")->group(kModel);
+  app.add_option("--vocab-size", c.vocab_size, "override the preset's vocabulary")->group(kModel);
+  app.add_option("--context", c.context, "override the preset's context length")->group(kModel);
+  app.add_option("--init-from", c.init_from,
+                 "start from GPT-2 weights: safetensors (Hugging Face layout) or llm.c .bin")
+      ->group(kModel);
+  app.add_option("--save-weights", c.save_weights,
+                 "write the trained weights at the end (.safetensors, or llm.c .bin)")
+      ->group(kModel);
+
+  const std::string kData = "Data";
+  app.add_option("--data", c.data, "training token file (zeroshard or llm.c .bin)")->group(kData);
+  app.add_option("--eval-data", c.eval_data, "evaluation token file")->group(kData);
+  app.add_option("--text", c.text, "text files or directories, encoded byte-level")->group(kData);
+  app.add_option("--eval-fraction", c.eval_fraction,
+                 "share of the training windows held out when there is no --eval-data")
+      ->group(kData);
+  app.add_option("--seq-len", c.seq_len, "tokens per sequence (default: the context)")
+      ->group(kData);
+
+  const std::string kBatch = "Batch and schedule";
+  app.add_option("--micro-batch", c.micro_batch, "sequences per rank per forward")->group(kBatch);
+  app.add_option("--grad-accum", c.grad_accum, "micro-batches per optimizer step")->group(kBatch);
+  app.add_option("--steps", c.steps, "optimizer steps")->group(kBatch);
+  app.add_option("--epochs", c.epochs, "passes over the data (instead of --steps)")->group(kBatch);
+  app.add_option("--eval-interval", c.eval_interval, "evaluate every N steps (0: at the end)")
+      ->group(kBatch);
+  app.add_option("--eval-batches", c.eval_batches, "limit evaluation to N batches per rank")
+      ->group(kBatch);
+  app.add_option("--seed", c.seed, "seed of the initialization and the data order")->group(kBatch);
+
+  const std::string kParallel = "Parallelism";
+  app.add_option("--zero-stage", c.stage, "0 (DDP), 1, 2 or 3")->group(kParallel);
+  app.add_option("--strategy", strategy, "ddp, zero1, zero2, zero3 or hybrid (sets the stage)")
+      ->group(kParallel);
+  app.add_option("--hybrid-group", c.hybrid_group,
+                 "hybrid: shard inside groups of this many ranks (a node), replicate across")
+      ->group(kParallel);
+  app.add_option("--backend", c.backend, "local (ranks as threads), mpi, auto")->group(kParallel);
+  app.add_option("--ranks", c.ranks, "local backend: number of rank threads")->group(kParallel);
+  app.add_option("--threads", c.threads, "compute threads per rank (default: cores / ranks)")
+      ->group(kParallel);
+  app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);
+  app.add_option("--max-live-gathered", max_live, "stage 3: limit on gathered parameter bytes")
+      ->group(kParallel);
+  app.add_option("--keep-gathered-below", keep_below,
+                 "stage 3: units smaller than this stay gathered")
+      ->group(kParallel);
+
+  const std::string kPrecision = "Precision";
+  app.add_option("--precision", precision, "fp32, fp16 (dynamic loss scaling) or bf16")
+      ->group(kPrecision);
+  app.add_option("--reduce-dtype", reduce_dtype, "dtype gradients travel in (default: precision)")
+      ->group(kPrecision);
+
+  const std::string kOptim = "Optimizer";
+  app.add_option("--optimizer", c.optimizer, "adamw or sgd")->group(kOptim);
+  app.add_option("--lr", c.lr, "peak learning rate")->group(kOptim);
+  app.add_option("--min-lr", c.min_lr, "final learning rate (default lr/10)")->group(kOptim);
+  app.add_option("--warmup", c.warmup_steps, "linear warmup steps")->group(kOptim);
+  app.add_option("--decay", decay, "cosine, linear or constant")->group(kOptim);
+  app.add_option("--weight-decay", c.weight_decay, "decoupled weight decay (not on biases, norms)")
+      ->group(kOptim);
+  app.add_option("--beta1", c.beta1, "AdamW beta1")->group(kOptim);
+  app.add_option("--beta2", c.beta2, "AdamW beta2")->group(kOptim);
+  app.add_option("--eps", c.eps, "AdamW epsilon")->group(kOptim);
+  app.add_option("--momentum", c.momentum, "SGD momentum")->group(kOptim);
+  app.add_flag("--nesterov", c.nesterov, "SGD Nesterov momentum")->group(kOptim);
+  app.add_option("--clip", c.clip, "global gradient-norm clip (0: off)")->group(kOptim);
+
+  const std::string kReport = "Memory and reports";
+  app.add_option("--memory-budget", budget, "per-rank memory budget, e.g. 2GiB")->group(kReport);
+  app.add_option("--profile-memory", c.profile_memory,
+                 "write each rank's memory timeline (JSON) and chart (SVG) of the last step")
+      ->group(kReport);
+  app.add_option("--log-interval", c.log_interval, "log every N steps")->group(kReport);
+  app.add_option("--sample", c.sample_tokens, "generate N tokens greedily at the end")
+      ->group(kReport);
+  app.add_option("--prompt", c.sample_prompt, "the sample's prompt")->group(kReport);
+  app.add_option("--temperature", c.sample_temperature,
+                 "the sample's temperature (0: greedy; else top-40 sampling)")
+      ->group(kReport);
+  app.add_flag("--no-progress", no_progress, "no progress bar on a terminal")->group(kReport);
+  app.add_option("--deepspeed,--deepspeed_config,--ds-config", ds_unused,
+                 "DeepSpeed JSON config (flags override it)")
+      ->group(kReport);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (help) *help = app.help();
+    return true;
+  } catch (const CLI::ParseError& e) {
+    ZS_THROW(InvalidArgument, e.what(), "; see zs-train --help");
+  }
+  if (!strategy.empty()) {
+    if (strategy == "ddp") {
+      c.stage = 0;
+    } else if (strategy == "zero1" || strategy == "zero2" || strategy == "zero3") {
+      c.stage = strategy.back() - '0';
+    } else if (strategy == "hybrid") {
+      c.stage = 3;
+      ZS_CHECK(c.hybrid_group > 0, "--strategy hybrid needs --hybrid-group N (the ranks per node)");
+    } else {
+      ZS_THROW(InvalidArgument, "--strategy '", strategy,
+               "' is not one of ddp, zero1, zero2, zero3, hybrid");
+    }
+    ZS_CHECK(app.count("--zero-stage") == 0 || c.stage == (strategy == "ddp" ? 0 : c.stage),
+             "--strategy and --zero-stage disagree");
+  }
+  if (!precision.empty()) c.precision = parse_precision(precision);
+  if (!reduce_dtype.empty()) {
+    c.reduce_dtype = parse_precision(reduce_dtype);
+    c.reduce_dtype_set = true;
+  }
+  if (!budget.empty()) c.memory_budget = parse_bytes(budget);
+  if (!max_live.empty()) c.max_live_gathered_bytes = parse_bytes(max_live);
+  if (!keep_below.empty()) c.keep_gathered_below_bytes = parse_bytes(keep_below);
+  if (!decay.empty()) {
+    if (decay == "cosine") {
+      c.decay = optim::LrDecay::kCosine;
+    } else if (decay == "linear") {
+      c.decay = optim::LrDecay::kLinear;
+    } else if (decay == "constant") {
+      c.decay = optim::LrDecay::kConstant;
+    } else {
+      ZS_THROW(InvalidArgument, "--decay '", decay, "' is not one of cosine, linear, constant");
+    }
+  }
+  if (no_prefetch) c.prefetch = false;
+  if (no_progress) c.progress = false;
+  if (c.data.empty() && c.text.empty()) {
+    // The built-in demo: what zs-train does with no data flags (the README's first command).
+    ZS_CHECK(access(kDemoCorpus, R_OK) == 0,
+             "no training data given (--data FILE or --text "
+             "FILE|DIR), and the built-in demo's corpus ",
+             kDemoCorpus,
+             " is missing: install "
+             "Debian's fortunes package (scripts/setup.sh does), or give data");
+    c.text = {kDemoCorpus};
+    auto unset = [&](const char* flag) { return app.count(flag) == 0; };
+    if (unset("--ranks") && c.backend == "local") c.ranks = 2;
+    if (unset("--model") && c.model_config.empty()) {
+      c.model = "tiny";
+      if (unset("--layers")) c.n_layer = 4;
+      if (unset("--width")) c.width = 128;
+      if (unset("--heads")) c.n_head = 4;
+      if (unset("--context")) c.context = 128;
+    }
+    if (unset("--micro-batch") && ds.empty()) c.micro_batch = 8;
+    if (unset("--steps") && ds.empty()) c.steps = 600;
+    if (unset("--lr") && ds.empty()) c.lr = 4e-3f;
+    if (unset("--warmup") && ds.empty()) c.warmup_steps = 50;
+    if (unset("--log-interval") && ds.empty()) c.log_interval = 50;
+    if (unset("--eval-batches")) c.eval_batches = 16;
+    if (unset("--sample")) c.sample_tokens = 300;
+    if (unset("--prompt")) c.sample_prompt = "The ";
+  }
+  return false;
+}
+
+int train_main(int argc, const char* const* argv) {
+  TrainConfig config;
+  std::vector<std::string> notes;
+  std::string help;
+  try {
+    if (parse_train_args(argc, argv, config, &notes, &help)) {
+      std::printf("%s", help.c_str());
+      return 0;
+    }
+    for (const std::string& note : notes) ZS_LOG_INFO("deepspeed config: {}", note);
+    run_training(config);
+    return 0;
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "zs-train: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zs-train: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace zs::train

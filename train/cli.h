@@ -1,0 +1,24 @@
+// zs-train's command line: flags → TrainConfig (with a DeepSpeed JSON config underneath), and
+// the program's main as a function, so tests run it in-process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace zs::train {
+
+// Parses zs-train's arguments (argv[0] is the program name). A DeepSpeed config given with
+// --deepspeed FILE (alias --deepspeed_config, --ds-config) is applied first and flags override
+// it. Notes about DeepSpeed keys without effect go to `notes`. Throws InvalidArgument with
+// CLI11's message for unknown flags or bad values; `help` (if not null) is set to the usage
+// text and true is returned for --help.
+bool parse_train_args(int argc, const char* const* argv, TrainConfig& config,
+                      std::vector<std::string>* notes, std::string* help);
+
+// zs-train: parses, runs, prints. Returns the exit code: 0 success, 2 bad usage or input
+// (InvalidArgument), 1 any other failure (I/O, out of memory, divergence, lost rank).
+int train_main(int argc, const char* const* argv);
+
+}  // namespace zs::train

@@ -1,0 +1,425 @@
+// TrainConfig validation, byte-size parsing and the DeepSpeed JSON mapping.
+#include "train/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace zs::train {
+namespace {
+
+using nlohmann::json;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Walks a JSON object: each key is taken by a handler; what remains is reported together.
+class KeyReader {
+ public:
+  KeyReader(const json& object, std::string path, std::vector<std::string>* unknown)
+      : object_(object), path_(std::move(path)), unknown_(unknown) {
+    ZS_CHECK(object.is_object(), "deepspeed config: '", path_, "' must be a JSON object, got ",
+             object.dump());
+  }
+  ~KeyReader() {
+    for (const auto& item : object_.items()) {
+      if (!taken_.count(item.key())) unknown_->push_back(child(item.key()));
+    }
+  }
+  std::string child(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+  // Calls fn(value) when the key is present.
+  void take(const std::string& key, const std::function<void(const json&)>& fn) {
+    taken_[key] = true;
+    auto it = object_.find(key);
+    if (it != object_.end() && !it->is_null()) fn(*it);
+  }
+  // Accepted and explained: the key has no effect in zeroshard.
+  void note(const std::string& key, const std::string& why, std::vector<std::string>* notes) {
+    take(key, [&](const json& value) {
+      if (notes) notes->push_back(child(key) + " = " + value.dump() + ": " + why);
+    });
+  }
+  template <typename T>
+  T get(const json& value, const std::string& key) const {
+    try {
+      return value.get<T>();
+    } catch (const json::exception&) {
+      ZS_THROW(InvalidArgument, "deepspeed config: '", child(key),
+               "' has the wrong type: ", value.dump());
+    }
+  }
+  double number(const json& value, const std::string& key) const {
+    ZS_CHECK(value.is_number(), "deepspeed config: '", child(key), "' must be a number, got ",
+             value.dump());
+    return value.get<double>();
+  }
+  int64_t integer(const json& value, const std::string& key) const {
+    ZS_CHECK(value.is_number_integer() ||
+                 (value.is_number() && std::floor(value.get<double>()) == value.get<double>()),
+             "deepspeed config: '", child(key), "' must be an integer, got ", value.dump());
+    return value.get<int64_t>();
+  }
+  bool boolean(const json& value, const std::string& key) const {
+    ZS_CHECK(value.is_boolean(), "deepspeed config: '", child(key), "' must be true or false, got ",
+             value.dump());
+    return value.get<bool>();
+  }
+
+ private:
+  const json& object_;
+  std::string path_;
+  std::vector<std::string>* unknown_;
+  std::map<std::string, bool> taken_;
+};
+
+void read_offload(const json& value, KeyReader& parent, const std::string& key,
+                  std::vector<std::string>* unknown) {
+  KeyReader r(value, parent.child(key), unknown);
+  r.take("device", [&](const json& v) {
+    const std::string device = lower(r.get<std::string>(v, "device"));
+    ZS_CHECK(device == "none", "deepspeed config: '", r.child("device"), "' = \"", device,
+             "\": offload to cpu/nvme is not implemented in zeroshard yet (the offload/ layer is a "
+             "later issue); remove the key or set it to \"none\", and see zs-mem for what would "
+             "fit without offload");
+  });
+  for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu",
+                        "pipeline_read", "pipeline_write", "fast_init", "ratio"}) {
+    r.take(k, [](const json&) {});
+  }
+}
+
+void read_zero(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
+               std::vector<std::string>* notes) {
+  KeyReader r(value, "zero_optimization", unknown);
+  r.take("stage", [&](const json& v) {
+    const int64_t stage = r.integer(v, "stage");
+    ZS_CHECK(stage >= 0 && stage <= 3,
+             "deepspeed config: 'zero_optimization.stage' must be 0-3, "
+             "got ",
+             stage);
+    config.stage = static_cast<int>(stage);
+  });
+  const size_t param_size = dtype_size(config.precision);
+  r.take("stage3_max_live_parameters", [&](const json& v) {
+    config.max_live_gathered_bytes =
+        static_cast<size_t>(r.integer(v, "stage3_max_live_parameters")) * param_size;
+  });
+  r.take("stage3_param_persistence_threshold", [&](const json& v) {
+    config.keep_gathered_below_bytes =
+        static_cast<size_t>(r.integer(v, "stage3_param_persistence_threshold")) * param_size;
+  });
+  r.take("stage3_prefetch_bucket_size", [&](const json& v) {
+    if (r.integer(v, "stage3_prefetch_bucket_size") == 0) config.prefetch = false;
+  });
+  r.take("offload_optimizer",
+         [&](const json& v) { read_offload(v, r, "offload_optimizer", unknown); });
+  r.take("offload_param", [&](const json& v) { read_offload(v, r, "offload_param", unknown); });
+  const std::string buckets =
+      "zeroshard reduces and gathers whole sharded units (one collective per unit), so there is "
+      "no separate bucket size; size units with the wrap policy instead";
+  for (const char* k : {"reduce_bucket_size", "allgather_bucket_size", "sub_group_size"}) {
+    r.note(k, buckets, notes);
+  }
+  const std::string always =
+      "always on in zeroshard (collectives run on the communicator's own thread, overlapped with "
+      "compute; gradients live in one flat buffer per unit)";
+  for (const char* k : {"overlap_comm", "contiguous_gradients", "reduce_scatter",
+                        "allgather_partitions", "round_robin_gradients"}) {
+    r.note(k, always, notes);
+  }
+  for (const char* k :
+       {"stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+        "gather_16bit_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
+        "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload"}) {
+    r.note(k, "has no effect in zeroshard", notes);
+  }
+}
+
+void read_fp16(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
+  KeyReader r(value, "fp16", unknown);
+  bool enabled = false;
+  r.take("enabled", [&](const json& v) {
+    enabled = v.is_string() ? lower(v.get<std::string>()) == "true" : r.boolean(v, "enabled");
+  });
+  if (enabled) config.precision = DType::kF16;
+  r.take("loss_scale", [&](const json& v) {
+    config.static_loss_scale = static_cast<float>(r.number(v, "loss_scale"));
+  });
+  r.take("initial_scale_power", [&](const json& v) {
+    config.loss_scaler.initial_scale =
+        std::ldexp(1.0f, static_cast<int>(r.integer(v, "initial_scale_power")));
+  });
+  r.take("loss_scale_window", [&](const json& v) {
+    config.loss_scaler.growth_interval = r.integer(v, "loss_scale_window");
+  });
+  r.take("hysteresis", [&](const json& v) {
+    config.loss_scaler.hysteresis = static_cast<int>(r.integer(v, "hysteresis"));
+  });
+  r.take("min_loss_scale", [&](const json& v) {
+    config.loss_scaler.min_scale = static_cast<float>(r.number(v, "min_loss_scale"));
+  });
+  r.take("consecutive_hysteresis", [](const json&) {});
+  r.take("auto_cast", [](const json&) {});
+}
+
+void read_bf16(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
+               const std::string& key) {
+  KeyReader r(value, key, unknown);
+  r.take("enabled", [&](const json& v) {
+    const bool enabled =
+        v.is_string() ? lower(v.get<std::string>()) == "true" : r.boolean(v, "enabled");
+    if (enabled) config.precision = DType::kBF16;
+  });
+  r.take("immediate_grad_update", [](const json&) {});
+}
+
+void read_optimizer(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
+  KeyReader r(value, "optimizer", unknown);
+  std::string type = "adamw";
+  r.take("type", [&](const json& v) { type = lower(r.get<std::string>(v, "type")); });
+  if (type == "adam" || type == "adamw" || type == "fusedadam" || type == "cpuadam") {
+    config.optimizer = "adamw";
+  } else if (type == "sgd") {
+    config.optimizer = "sgd";
+  } else {
+    ZS_THROW(InvalidArgument, "deepspeed config: optimizer.type \"", type,
+             "\" is not supported; zeroshard has AdamW (\"Adam\", \"AdamW\") and \"SGD\"");
+  }
+  r.take("params", [&](const json& params) {
+    KeyReader p(params, "optimizer.params", unknown);
+    p.take("lr", [&](const json& v) { config.lr = static_cast<float>(p.number(v, "lr")); });
+    p.take("betas", [&](const json& v) {
+      ZS_CHECK(v.is_array() && v.size() == 2,
+               "deepspeed config: 'optimizer.params.betas' must be "
+               "[beta1, beta2], got ",
+               v.dump());
+      config.beta1 = static_cast<float>(p.number(v[0], "betas"));
+      config.beta2 = static_cast<float>(p.number(v[1], "betas"));
+    });
+    p.take("eps", [&](const json& v) { config.eps = static_cast<float>(p.number(v, "eps")); });
+    p.take("weight_decay", [&](const json& v) {
+      config.weight_decay = static_cast<float>(p.number(v, "weight_decay"));
+    });
+    p.take("momentum",
+           [&](const json& v) { config.momentum = static_cast<float>(p.number(v, "momentum")); });
+    p.take("nesterov", [&](const json& v) { config.nesterov = p.boolean(v, "nesterov"); });
+    p.take("adam_w_mode", [&](const json& v) {
+      ZS_CHECK(p.boolean(v, "adam_w_mode"),
+               "deepspeed config: 'optimizer.params.adam_w_mode' = "
+               "false (L2-coupled Adam) is not supported; zeroshard's Adam is AdamW");
+    });
+    p.take("torch_adam", [](const json&) {});
+    p.take("bias_correction", [&](const json& v) {
+      ZS_CHECK(p.boolean(v, "bias_correction"),
+               "deepspeed config: "
+               "'optimizer.params.bias_correction' = false is not supported");
+    });
+  });
+}
+
+void read_scheduler(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
+  KeyReader r(value, "scheduler", unknown);
+  std::string type;
+  r.take("type", [&](const json& v) { type = r.get<std::string>(v, "type"); });
+  if (type == "WarmupLR") {
+    config.decay = optim::LrDecay::kConstant;
+  } else if (type == "WarmupDecayLR") {
+    config.decay = optim::LrDecay::kLinear;
+  } else if (type == "WarmupCosineLR") {
+    config.decay = optim::LrDecay::kCosine;
+  } else {
+    ZS_THROW(InvalidArgument, "deepspeed config: scheduler.type \"", type,
+             "\" is not supported; use WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  }
+  r.take("params", [&](const json& params) {
+    KeyReader p(params, "scheduler.params", unknown);
+    p.take("warmup_min_lr", [&](const json& v) {
+      config.min_lr = static_cast<float>(p.number(v, "warmup_min_lr"));
+    });
+    p.take("warmup_max_lr",
+           [&](const json& v) { config.lr = static_cast<float>(p.number(v, "warmup_max_lr")); });
+    p.take("warmup_num_steps",
+           [&](const json& v) { config.warmup_steps = p.integer(v, "warmup_num_steps"); });
+    p.take("total_num_steps",
+           [&](const json& v) { config.steps = p.integer(v, "total_num_steps"); });
+    p.take("cos_min_ratio", [&](const json& v) {
+      config.min_lr = static_cast<float>(p.number(v, "cos_min_ratio")) * config.lr;
+    });
+    p.take("warmup_type", [&](const json& v) {
+      const std::string kind = p.get<std::string>(v, "warmup_type");
+      ZS_CHECK(kind == "linear", "deepspeed config: 'scheduler.params.warmup_type' \"", kind,
+               "\" is not supported; zeroshard warms up linearly");
+    });
+    p.take("last_batch_iteration", [](const json&) {});
+    p.take("warmup_min_ratio", [](const json&) {});
+  });
+}
+
+}  // namespace
+
+size_t parse_bytes(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    ZS_THROW(InvalidArgument, "'", text, "' is not a size; write e.g. 512MiB, 16GiB or 1000000");
+  }
+  std::string unit = lower(text.substr(pos));
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  static const std::map<std::string, double> kUnits = {{"", 1},
+                                                       {"b", 1},
+                                                       {"k", 1024},
+                                                       {"kib", 1024},
+                                                       {"kb", 1e3},
+                                                       {"m", 1 << 20},
+                                                       {"mib", 1 << 20},
+                                                       {"mb", 1e6},
+                                                       {"g", 1 << 30},
+                                                       {"gib", 1 << 30},
+                                                       {"gb", 1e9},
+                                                       {"t", 1024.0 * (1 << 30)},
+                                                       {"tib", 1024.0 * (1 << 30)},
+                                                       {"tb", 1e12}};
+  auto it = kUnits.find(unit);
+  ZS_CHECK(it != kUnits.end() && value >= 0 && std::isfinite(value), "'", text,
+           "' is not a size; write e.g. 512MiB, 16GiB, 2GB or 1000000 (bytes)");
+  return static_cast<size_t>(std::llround(value * it->second));
+}
+
+DType parse_precision(const std::string& text) {
+  const std::string t = lower(text);
+  if (t == "fp32" || t == "float32" || t == "f32") return DType::kF32;
+  if (t == "fp16" || t == "float16" || t == "f16" || t == "half") return DType::kF16;
+  if (t == "bf16" || t == "bfloat16") return DType::kBF16;
+  ZS_THROW(InvalidArgument, "precision '", text, "' is not one of fp32, fp16, bf16");
+}
+
+void apply_deepspeed_json(const std::string& json_text, const std::string& source,
+                          TrainConfig& config, std::vector<std::string>* notes) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    ZS_THROW(InvalidArgument, "deepspeed config ", source, " is not valid JSON: ", e.what());
+  }
+  std::vector<std::string> unknown;
+  {
+    KeyReader r(root, "", &unknown);
+    // Precision first: stage-3 limits given in parameters become bytes of the compute dtype.
+    r.take("fp16", [&](const json& v) { read_fp16(v, config, &unknown); });
+    r.take("bf16", [&](const json& v) { read_bf16(v, config, &unknown, "bf16"); });
+    r.take("bfloat16", [&](const json& v) { read_bf16(v, config, &unknown, "bfloat16"); });
+    r.take("zero_optimization", [&](const json& v) { read_zero(v, config, &unknown, notes); });
+    r.take("train_micro_batch_size_per_gpu", [&](const json& v) {
+      config.micro_batch = r.integer(v, "train_micro_batch_size_per_gpu");
+    });
+    r.take("gradient_accumulation_steps",
+           [&](const json& v) { config.grad_accum = r.integer(v, "gradient_accumulation_steps"); });
+    r.take("train_batch_size",
+           [&](const json& v) { config.global_batch = r.integer(v, "train_batch_size"); });
+    r.take("gradient_clipping", [&](const json& v) {
+      config.clip = static_cast<float>(r.number(v, "gradient_clipping"));
+    });
+    r.take("optimizer", [&](const json& v) { read_optimizer(v, config, &unknown); });
+    r.take("scheduler", [&](const json& v) { read_scheduler(v, config, &unknown); });
+    r.take("steps_per_print",
+           [&](const json& v) { config.log_interval = r.integer(v, "steps_per_print"); });
+    r.take("seed",
+           [&](const json& v) { config.seed = static_cast<uint64_t>(r.integer(v, "seed")); });
+    r.take("communication_data_type", [&](const json& v) {
+      config.reduce_dtype = parse_precision(r.get<std::string>(v, "communication_data_type"));
+      config.reduce_dtype_set = true;
+    });
+    r.note("wall_clock_breakdown", "zs-train always reports step time and traffic", notes);
+    r.note("prescale_gradients", "gradients are averaged in the reduction itself", notes);
+    r.note("gradient_predivide_factor", "gradients are averaged in the reduction itself", notes);
+    r.note("zero_allow_untested_optimizer", "has no effect in zeroshard", notes);
+    r.note("memory_breakdown", "zs-train always prints the memory table", notes);
+    r.note("dump_state", "has no effect in zeroshard", notes);
+    r.take("activation_checkpointing", [&](const json& v) {
+      if (notes) {
+        notes->push_back("activation_checkpointing = " + v.dump() +
+                         ": not implemented in zeroshard yet; activations are kept");
+      }
+    });
+  }
+  if (!unknown.empty()) {
+    std::ostringstream list;
+    for (size_t i = 0; i < unknown.size(); ++i) list << (i ? ", " : "") << unknown[i];
+    ZS_THROW(InvalidArgument, "deepspeed config ", source, ": unknown key",
+             unknown.size() > 1 ? "s " : " ", list.str(),
+             "; remove them or fix their spelling (zeroshard reads zero_optimization, fp16, bf16, "
+             "optimizer, scheduler, gradient_clipping, train_micro_batch_size_per_gpu, "
+             "gradient_accumulation_steps, train_batch_size, steps_per_print, "
+             "communication_data_type and seed)");
+  }
+}
+
+void validate(const TrainConfig& c, int world) {
+  ZS_CHECK(c.stage >= 0 && c.stage <= 3, "--zero-stage must be 0, 1, 2 or 3, got ", c.stage);
+  ZS_CHECK(world >= 1, "the world size must be >= 1, got ", world);
+  ZS_CHECK(c.micro_batch >= 1, "--micro-batch must be >= 1, got ", c.micro_batch);
+  ZS_CHECK(c.grad_accum >= 1, "--grad-accum must be >= 1, got ", c.grad_accum);
+  const int64_t global = c.micro_batch * c.grad_accum * world;
+  ZS_CHECK(c.global_batch <= 0 || c.global_batch == global, "the global batch ", c.global_batch,
+           " (train_batch_size) does not equal micro batch ", c.micro_batch, " x grad accum ",
+           c.grad_accum, " x world size ", world, " = ", global,
+           "; change one of them (zeroshard does not rescale them for you)");
+  ZS_CHECK(c.steps >= 1 || c.epochs >= 1, "--steps must be >= 1 (or --epochs >= 1), got ", c.steps);
+  ZS_CHECK(c.epochs >= 0, "--epochs must be >= 0, got ", c.epochs);
+  ZS_CHECK(c.lr > 0 && std::isfinite(c.lr), "--lr must be a positive number, got ", c.lr);
+  ZS_CHECK(c.clip >= 0, "--clip must be >= 0 (0 = off), got ", c.clip);
+  ZS_CHECK(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1), got ",
+           c.eval_fraction);
+  ZS_CHECK(c.log_interval >= 1, "--log-interval must be >= 1, got ", c.log_interval);
+  ZS_CHECK(c.warmup_steps >= 0, "--warmup must be >= 0, got ", c.warmup_steps);
+  ZS_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
+           "--optimizer must be adamw or sgd, got '", c.optimizer, "'");
+  ZS_CHECK(c.backend == "local" || c.backend == "mpi" || c.backend == "auto",
+           "--backend must be local, mpi or auto, got '", c.backend, "'");
+  ZS_CHECK(c.ranks >= 1, "--ranks must be >= 1, got ", c.ranks);
+  ZS_CHECK(c.hybrid_group >= 0, "--hybrid-group must be >= 0, got ", c.hybrid_group);
+  if (c.hybrid_group > 0) {
+    ZS_CHECK(c.stage == 3,
+             "--hybrid-group needs --zero-stage 3 (hybrid = ZeRO-3 inside a group), "
+             "got stage ",
+             c.stage);
+    ZS_CHECK(world % c.hybrid_group == 0, "--hybrid-group ", c.hybrid_group,
+             " does not divide the world size ", world, "; use the ranks per node");
+  }
+  ZS_CHECK(c.data.empty() || c.text.empty(),
+           "give either --data (token files) or --text (raw "
+           "text), not both");
+  ZS_CHECK(c.static_loss_scale >= 0, "the static loss scale must be >= 0, got ",
+           c.static_loss_scale);
+}
+
+std::string describe(const TrainConfig& c) {
+  std::ostringstream out;
+  out << "model " << c.model << ", data "
+      << (!c.data.empty()  ? c.data
+          : c.text.empty() ? "(none)"
+                           : c.text.front())
+      << ", stage " << c.stage
+      << (c.hybrid_group > 0 ? " hybrid group " + std::to_string(c.hybrid_group) : "") << ", "
+      << dtype_name(c.precision) << " compute / "
+      << dtype_name(c.reduce_dtype_set ? c.reduce_dtype : c.precision) << " reduce, micro batch "
+      << c.micro_batch << " x accum " << c.grad_accum << ", " << c.optimizer << " lr " << c.lr
+      << " (" << optim::lr_decay_name(c.decay) << ", warmup " << c.warmup_steps << "), clip "
+      << c.clip;
+  return out.str();
+}
+
+}  // namespace zs::train

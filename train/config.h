@@ -1,0 +1,124 @@
+// TrainConfig: everything a training run is made of — model, data, parallelism, precision,
+// optimizer, schedule, reports — with the three ways to set it: defaults here, a DeepSpeed-style
+// JSON config (`ds_config.json`), and zs-train's flags (flags win over the JSON file).
+//
+// The DeepSpeed keys zeroshard understands map onto the same fields (see apply_deepspeed_json);
+// keys it knows but has no use for (DeepSpeed's bucket sizes, overlap switches) are reported as
+// notes, keys it does not know are an error that lists them, and known features zeroshard does
+// not have yet (NVMe offload) are an error that says so. Nothing is ignored silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optim/loss_scaler.h"
+#include "optim/schedule.h"
+#include "runtime/dtype.h"
+
+namespace zs::train {
+
+struct TrainConfig {
+  // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder
+  // classifier on TSV files: text<TAB>label), or "auto" (classify when --data ends in .tsv).
+  std::string task = "auto";
+
+  // Model. `model` is a preset (models/gpt_presets.h: tiny, gpt2, gpt2-medium, ...); the
+  // overrides (> 0) replace the preset's fields; `model_config` is a JSON file with the same
+  // field names (n_layer, width, n_head, vocab_size, context).
+  std::string model = "tiny";
+  std::string model_config;
+  int64_t n_layer = -1;
+  int64_t width = -1;
+  int64_t n_head = -1;
+  int64_t vocab_size = -1;
+  int64_t context = -1;
+  std::string init_from;     // GPT-2 weights to start from (safetensors or llm.c), optional
+  std::string save_weights;  // full weights written here at the end (safetensors), optional
+
+  // Data. Either token files (`data`, optional `eval_data`), or raw text files/directories
+  // (`text`, encoded byte-level); without eval data the last `eval_fraction` of the training
+  // tokens is held out for evaluation.
+  std::string data;
+  std::string eval_data;
+  std::vector<std::string> text;
+  double eval_fraction = 0.05;
+  int64_t seq_len = 0;  // 0: the model's context
+
+  // Batch: micro_batch sequences per rank per forward; the global batch of a step is
+  // micro_batch × grad_accum × world size.
+  int64_t micro_batch = 4;
+  int64_t grad_accum = 1;
+  int64_t global_batch = 0;  // when > 0 (DeepSpeed's train_batch_size): checked against the above
+
+  // Parallelism.
+  std::string backend = "local";  // local (ranks as threads), mpi, auto
+  int ranks = 1;                  // local backend: how many rank threads
+  int stage = 3;                  // ZeRO stage 0 (DDP), 1, 2, 3
+  int hybrid_group = 0;           // > 0: hybrid sharding inside groups of this many ranks
+  bool prefetch = true;
+  size_t max_live_gathered_bytes = 0;    // stage 3 gathered-parameter limit, 0 = none
+  size_t keep_gathered_below_bytes = 0;  // stage 3 units smaller than this stay gathered
+  int threads = 0;                       // compute threads per rank, 0: cores / local ranks
+
+  // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
+  // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).
+  DType precision = DType::kF32;
+  DType reduce_dtype = DType::kF32;
+  bool reduce_dtype_set = false;
+  optim::LossScalerOptions loss_scaler;
+  float static_loss_scale = 0;
+
+  // Optimizer and schedule.
+  std::string optimizer = "adamw";  // adamw, sgd
+  float lr = 1e-3f;
+  float min_lr = -1;  // < 0: lr / 10
+  int64_t warmup_steps = 0;
+  optim::LrDecay decay = optim::LrDecay::kCosine;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float momentum = 0.9f;  // sgd
+  bool nesterov = false;  // sgd
+  float clip = 1.0f;      // global grad-norm clip; 0: off (the norm is still reported)
+
+  // Run.
+  int64_t steps = 100;
+  int64_t epochs = 0;         // > 0: run this many passes over the data instead of `steps`
+  int64_t eval_interval = 0;  // 0: evaluate at the end only
+  int64_t eval_batches = 0;   // 0: the whole eval set
+  int64_t log_interval = 10;
+  uint64_t seed = 1234;
+
+  // Memory and reports.
+  size_t memory_budget = 0;    // per rank, bytes; 0: unlimited
+  std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
+  std::string report_json;     // FILE: the run's figures (losses, evals, memory, traffic)
+  int64_t sample_tokens = 0;   // > 0: greedy sample of this many tokens at the end (rank 0)
+  std::string sample_prompt = "The ";
+  float sample_temperature = 0.8f;  // 0: greedy; else softmax(logits / T) over the top 40
+
+  bool progress = true;  // a progress line when stdout is a terminal
+};
+
+// Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
+// number of ranks the run will have (for divisibility checks).
+void validate(const TrainConfig& config, int world);
+
+// "1024", "64KiB", "16MiB", "1.5GiB", "2GB" (powers of 1024 and 1000 as written), "0" → bytes.
+size_t parse_bytes(const std::string& text);
+// "fp32"/"float32", "fp16"/"float16"/"half", "bf16"/"bfloat16".
+DType parse_precision(const std::string& text);
+
+// Applies a DeepSpeed JSON config (the text of ds_config.json) to `config`. Notes for keys that
+// were understood but have no effect are appended to `notes`. Throws InvalidArgument for
+// malformed JSON, unknown keys (all of them listed, with their JSON paths), values of the wrong
+// type, and features zeroshard does not have. `source` names the file in messages.
+void apply_deepspeed_json(const std::string& json_text, const std::string& source,
+                          TrainConfig& config, std::vector<std::string>* notes);
+
+// The run's configuration, one line per group, for the log.
+std::string describe(const TrainConfig& config);
+
+}  // namespace zs::train

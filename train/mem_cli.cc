@@ -1,0 +1,393 @@
+// zs-mem's flags, validation and tables.
+#include "train/mem_cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/gpt_presets.h"
+#include "runtime/error.h"
+#include "train/config.h"
+#include "train/memory_model.h"
+
+namespace zs::train {
+namespace {
+
+// A problem with the command line: printed as is, exit code 2.
+class UsageError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct MemArgs {
+  std::string model;
+  std::string params;
+  int units = 1;
+  int ranks = 1;
+  int stage = -1;
+  bool all_stages = false;
+  std::string precision = "fp32";
+  std::string reduce_dtype;
+  int hybrid_group = 0;
+  std::string optimizer = "adamw";
+  float momentum = 0;
+  int grad_accum = 1;
+  std::string offload = "none";
+  std::string budget;
+  bool no_prefetch = false;
+  std::string max_live;
+  std::string keep_below;
+  int64_t alignment = 16;
+  // Overrides of the preset's shape (0: the preset's), as zs-train's flags of the same names.
+  int64_t layers = 0, width = 0, heads = 0, vocab_size = 0, context = 0;
+};
+
+// What the flags resolve to.
+struct MemRun {
+  std::string label;  // "gpt2 (12 layers, width 768, ...)" or "1.5B parameters"
+  std::vector<MemoryUnit> units;
+  MemoryModelConfig config;  // stage set per row
+  std::vector<int> stages;
+  std::optional<uint64_t> budget;
+  std::vector<std::string> notes;
+};
+
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return value < 0 ? "-" + digits : digits;
+}
+
+std::string bytes(uint64_t value) { return format_bytes(static_cast<size_t>(value)); }
+
+// Runs a parser of train/ and turns its InvalidArgument into a usage message for `flag`.
+template <typename T, typename Parse>
+T parse_flag(const std::string& flag, const std::string& value, const std::string& expected,
+             Parse parse) {
+  try {
+    return parse(value);
+  } catch (const InvalidArgument&) {
+    throw UsageError(flag + " '" + value + "' is not valid: expected " + expected);
+  }
+}
+
+MemRun resolve(const MemArgs& a) {
+  MemRun run;
+  if (!a.params.empty()) {
+    const int64_t count =
+        parse_flag<int64_t>("--params", a.params, "a parameter count such as 124M, 1.5B or 7e9",
+                            [](const std::string& s) { return parse_count(s); });
+    if (a.units < 1) throw UsageError("--units must be >= 1, got " + std::to_string(a.units));
+    run.units = uniform_memory_units(count, a.units);
+    run.label = a.params + " parameters (" + with_commas(count) + ") in " +
+                (a.units == 1 ? std::string("one unit") : std::to_string(a.units) + " equal units");
+  } else {
+    std::string name = a.model.empty() ? "gpt2" : a.model;
+    models::GptConfig gpt;
+    try {
+      gpt = models::gpt_preset(name);
+    } catch (const InvalidArgument&) {
+      std::string known;
+      for (const std::string& n : models::gpt_preset_aliases())
+        known += (known.empty() ? "" : ", ") + n;
+      throw UsageError("--model '" + name + "' is not a preset; known presets: " + known);
+    }
+    if (a.units != 1) throw UsageError("--units applies to --params only (a preset has its units)");
+    const bool custom = a.layers || a.width || a.heads || a.vocab_size || a.context;
+    if (a.layers) gpt.n_layer = a.layers;
+    if (a.width) gpt.width = a.width;
+    if (a.heads) gpt.n_head = a.heads;
+    if (a.vocab_size) gpt.vocab_size = a.vocab_size;
+    if (a.context) gpt.context = a.context;
+    if (gpt.width % gpt.n_head != 0) {
+      throw UsageError("--width " + std::to_string(gpt.width) + " is not divisible by --heads " +
+                       std::to_string(gpt.n_head) + "; pick a head count that divides the width");
+    }
+    if (custom) name += " with overrides";
+    run.units = gpt_memory_units(gpt);
+    run.label = name + " (" + std::to_string(gpt.n_layer) + " layers, width " +
+                std::to_string(gpt.width) + ", " + std::to_string(gpt.n_head) + " heads, vocab " +
+                std::to_string(gpt.vocab_size) + ", context " + std::to_string(gpt.context) +
+                "): " + with_commas(models::gpt_parameter_count(gpt)) + " parameters in " +
+                std::to_string(run.units.size()) + " units (one per block, plus the root)";
+  }
+
+  MemoryModelConfig& c = run.config;
+  c.world = a.ranks;
+  c.param_dtype = parse_flag<DType>("--precision", a.precision, "fp32, fp16 or bf16",
+                                    [](const std::string& s) { return parse_precision(s); });
+  c.reduce_dtype = a.reduce_dtype.empty()
+                       ? c.param_dtype
+                       : parse_flag<DType>("--reduce-dtype", a.reduce_dtype, "fp32, fp16 or bf16",
+                                           [](const std::string& s) { return parse_precision(s); });
+  c.optimizer =
+      parse_flag<OptimizerKind>("--optimizer", a.optimizer, "adamw, sgd or sgd-momentum",
+                                [](const std::string& s) { return parse_optimizer_kind(s); });
+  if (a.momentum != 0) {
+    if (c.optimizer == OptimizerKind::kAdamW) {
+      throw UsageError("--momentum applies to --optimizer sgd, not adamw");
+    }
+    c.optimizer = a.momentum > 0 ? OptimizerKind::kSgdMomentum : OptimizerKind::kSgd;
+  }
+  if (a.grad_accum < 1) {
+    throw UsageError("--grad-accum must be >= 1, got " + std::to_string(a.grad_accum));
+  }
+  c.gradient_accumulation = a.grad_accum > 1;
+  c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none or optimizer",
+                                      [](const std::string& s) { return parse_offload_kind(s); });
+  c.alignment = a.alignment;
+  c.prefetch = !a.no_prefetch;
+  auto size_flag = [](const std::string& flag, const std::string& value) {
+    return parse_flag<uint64_t>(flag, value, "a size such as 512MiB, 16GiB or 80GB",
+                                [](const std::string& s) { return uint64_t{parse_bytes(s)}; });
+  };
+  if (!a.max_live.empty()) c.max_live_gathered_bytes = size_flag("--max-live-gathered", a.max_live);
+  if (!a.keep_below.empty()) {
+    c.keep_gathered_below_bytes = size_flag("--keep-gathered-below", a.keep_below);
+  }
+  if (!a.budget.empty()) {
+    run.budget = size_flag("--budget", a.budget);
+    if (*run.budget == 0) throw UsageError("--budget must be more than 0 bytes");
+  }
+
+  if (a.hybrid_group > 0) {
+    if (a.all_stages) {
+      throw UsageError("--hybrid-group shards with stage 3 only; drop --all-stages");
+    }
+    if (a.stage >= 0 && a.stage != 3) {
+      throw UsageError("--hybrid-group needs --zero-stage 3, got --zero-stage " +
+                       std::to_string(a.stage));
+    }
+    if (a.ranks % a.hybrid_group != 0) {
+      throw UsageError("--ranks " + std::to_string(a.ranks) +
+                       " is not a multiple of --hybrid-group " + std::to_string(a.hybrid_group) +
+                       "; use a group size that divides it (e.g. the ranks per node)");
+    }
+    c.hybrid_group = a.hybrid_group;
+    run.stages = {3};
+  } else if (a.stage >= 0) {
+    run.stages = {a.stage};
+  } else {
+    run.stages = {0, 1, 2, 3};
+  }
+  if (!a.params.empty() && a.units == 1 &&
+      std::find(run.stages.begin(), run.stages.end(), 3) != run.stages.end()) {
+    run.notes.push_back(
+        "--params without --units is one unit: stage 3 gathers the whole model at once "
+        "(--units K splits it into K equal units, as a stack of blocks)");
+  }
+  if (c.offload != OffloadKind::kNone) {
+    run.notes.push_back(
+        "offload is not implemented in the engine yet: the host column is an estimate "
+        "(masters and optimizer state on the host, the optimizer step on the CPU)");
+  }
+  return run;
+}
+
+// Left-aligned first column, right-aligned others, " | " between columns.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      const std::string& cell = rows[r][i];
+      const std::string pad(widths[i] - cell.size(), ' ');
+      out << (i == 0 ? "" : " | ") << (i == 0 ? cell + pad : pad + cell);
+    }
+    out << "\n";
+    if (r == 0) {
+      for (size_t i = 0; i < widths.size(); ++i) {
+        out << (i == 0 ? "" : "-+-") << std::string(widths[i], '-');
+      }
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+const MemoryCategory kShown[] = {MemoryCategory::kParameters, MemoryCategory::kGradients,
+                                 MemoryCategory::kMasterWeights, MemoryCategory::kOptimizerState,
+                                 MemoryCategory::kCommBuffers};
+
+std::string paper_cell(const MemoryEstimate& e) {
+  const int stage = e.config.stage;
+  return zero_formula_text(stage, e.config.param_dtype, e.config.optimizer) + " = " +
+         bytes(static_cast<uint64_t>(zero_formula_bytes(e.numel, stage, e.shard_ranks,
+                                                        e.config.param_dtype, e.config.optimizer)));
+}
+
+void print_stage_rows(const MemRun& run, std::ostream& out) {
+  const bool offload = run.config.offload != OffloadKind::kNone;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header{"stage"};
+  for (MemoryCategory category : kShown) header.emplace_back(category_name(category));
+  header.insert(header.end(), {"peak total", "between steps", "ZeRO paper"});
+  if (offload) header.emplace_back("host (estimate)");
+  rows.push_back(header);
+  for (int stage : run.stages) {
+    MemoryModelConfig config = run.config;
+    config.stage = stage;
+    const MemoryEstimate e = estimate_memory(run.units, config);
+    std::vector<std::string> row{std::to_string(stage) +
+                                 (config.hybrid_group > 0 ? " hybrid" : "")};
+    for (MemoryCategory category : kShown) row.push_back(bytes(e.peak[category]));
+    row.push_back(bytes(e.peak.total()));
+    row.push_back(bytes(e.steady.total()));
+    row.push_back(paper_cell(e));
+    if (offload) row.push_back(bytes(e.host.total()));
+    rows.push_back(row);
+  }
+  out << table(rows);
+}
+
+void print_one_stage(const MemRun& run, std::ostream& out) {
+  MemoryModelConfig config = run.config;
+  config.stage = run.stages.front();
+  const MemoryEstimate e = estimate_memory(run.units, config);
+  const bool offload = config.offload != OffloadKind::kNone;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header{"category", "between steps", "peak in step"};
+  if (offload) header.emplace_back("host (estimate)");
+  rows.push_back(header);
+  for (MemoryCategory category : kShown) {
+    std::vector<std::string> row{category_name(category), bytes(e.steady[category]),
+                                 bytes(e.peak[category])};
+    if (offload) row.push_back(bytes(e.host[category]));
+    rows.push_back(row);
+  }
+  std::vector<std::string> total{"total", bytes(e.steady.total()), bytes(e.peak.total())};
+  if (offload) total.push_back(bytes(e.host.total()));
+  rows.push_back(total);
+  out << table(rows);
+  out << "ZeRO paper, stage " << config.stage << ": " << paper_cell(e)
+      << " (Ψ = " << with_commas(e.numel) << ", N = " << e.shard_ranks << ")\n";
+  if (config.stage == 3) {
+    out << "stage-3 gathered window (full parameters alive at once): "
+        << bytes(e.gathered_window_bytes) << "\n";
+  }
+  if (e.peak_low.total() != e.peak_high.total()) {
+    out << "peak assumes " << config.reductions_in_flight
+        << " gradient reduction in flight; measurable range " << bytes(e.peak_low.total()) << " … "
+        << bytes(e.peak_high.total()) << "\n";
+  }
+}
+
+void print_budget(const MemRun& run, std::ostream& out) {
+  out << "\nLargest GPT preset whose peak fits " << bytes(*run.budget) << " per rank ("
+      << run.config.world << " ranks; activations need room besides):\n";
+  std::vector<std::vector<std::string>> rows{{"stage", "preset", "parameters", "peak per rank"}};
+  for (int stage : run.stages) {
+    MemoryModelConfig config = run.config;
+    config.stage = stage;
+    const std::optional<PresetFit> fit = largest_fitting_preset(config, *run.budget);
+    if (fit) {
+      rows.push_back({std::to_string(stage), fit->preset, with_commas(fit->parameters),
+                      bytes(fit->estimate.peak.total())});
+    } else {
+      rows.push_back({std::to_string(stage), "none fits", "-", "-"});
+    }
+  }
+  out << table(rows);
+}
+
+}  // namespace
+
+int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "zs-mem: per-rank memory of ZeRO stages 0-3 (DDP = stage 0) for a GPT preset or a "
+      "parameter count, by category, next to the ZeRO paper's formulas.",
+      "zs-mem"};
+  app.get_formatter()->column_width(34);
+  MemArgs a;
+  std::string presets;
+  for (const std::string& n : models::gpt_preset_aliases())
+    presets += (presets.empty() ? "" : ", ") + n;
+  auto* model = app.add_option("--model", a.model, "GPT preset (default gpt2): " + presets);
+  auto* params = app.add_option("--params", a.params, "a bare parameter count: 124M, 1.5B, 7e9");
+  model->excludes(params);
+  for (auto [flag, value, what] :
+       {std::tuple{"--layers", &a.layers, "override the preset's layers"},
+        std::tuple{"--width", &a.width, "override the preset's width"},
+        std::tuple{"--heads", &a.heads, "override the preset's attention heads"},
+        std::tuple{"--vocab-size", &a.vocab_size, "override the preset's vocabulary"},
+        std::tuple{"--context", &a.context, "override the preset's context length"}}) {
+    app.add_option(flag, *value, what)
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+        ->excludes(params);
+  }
+  app.add_option("--units", a.units, "with --params: split into K equal units (default 1)");
+  app.add_option("--ranks", a.ranks, "data-parallel ranks (default 1)")
+      ->check(CLI::Range(1, 1 << 24));
+  auto* stage = app.add_option("--zero-stage", a.stage, "0 (DDP), 1, 2 or 3 (default: all)")
+                    ->check(CLI::Range(0, 3));
+  app.add_flag("--all-stages", a.all_stages, "one row per stage (the default)")->excludes(stage);
+  app.add_option("--precision", a.precision, "fp32 (default), fp16 or bf16");
+  app.add_option("--reduce-dtype", a.reduce_dtype,
+                 "dtype gradients travel in (default: precision)");
+  app.add_option("--hybrid-group", a.hybrid_group, "stage 3 inside groups of G ranks")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--optimizer", a.optimizer, "adamw (default), sgd or sgd-momentum");
+  app.add_option("--momentum", a.momentum, "with --optimizer sgd: > 0 keeps a momentum buffer");
+  app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)");
+  app.add_option("--offload", a.offload, "none (default) or optimizer (masters + state on host)");
+  app.add_option("--budget", a.budget, "per-rank bytes, e.g. 16GiB: largest preset that fits");
+  app.add_flag("--no-prefetch", a.no_prefetch, "stage 3: gather on demand only");
+  app.add_option("--max-live-gathered", a.max_live, "stage 3: limit on gathered bytes");
+  app.add_option("--keep-gathered-below", a.keep_below, "stage 3: smaller units stay gathered");
+  app.add_option("--alignment", a.alignment, "shard alignment in elements (default 16)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "zs-mem: " << e.what() << "\nRun 'zs-mem --help' for the flags.\n";
+    return 2;
+  }
+  try {
+    const MemRun run = resolve(a);
+    const MemoryModelConfig& c = run.config;
+    out << "zs-mem: " << run.label << "\n"
+        << c.world << " rank" << (c.world == 1 ? "" : "s")
+        << (c.hybrid_group > 0 ? " (shards in groups of " + std::to_string(c.hybrid_group) + ")"
+                               : "")
+        << ", " << dtype_name(c.param_dtype) << " parameters, " << dtype_name(c.reduce_dtype)
+        << " gradient reduction, " << optimizer_kind_name(c.optimizer)
+        << (c.gradient_accumulation ? ", gradient accumulation" : "") << ", offload "
+        << offload_kind_name(c.offload) << "\n"
+        << "Per-rank device bytes by category: model states, the stage-3 gathered window and "
+           "gradient staging (activations and workspace depend on the batch: not included).\n\n";
+    if (run.stages.size() == 1) {
+      print_one_stage(run, out);
+    } else {
+      print_stage_rows(run, out);
+    }
+    if (c.param_dtype != DType::kF32) {
+      out << "Besides the paper's 2 + 2 + 12 bytes, the engine keeps an fp32 gradient accumulator "
+             "(4 bytes per element a rank owns) and, in stages 1-3, a "
+          << dtype_name(c.param_dtype) << " copy of its shard for the all-gathers.\n";
+    }
+    for (const std::string& note : run.notes) out << "note: " << note << "\n";
+    if (run.budget) print_budget(run, out);
+    return 0;
+  } catch (const UsageError& e) {
+    err << "zs-mem: " << e.what() << "\n";
+    return 2;
+  } catch (const InvalidArgument& e) {
+    err << "zs-mem: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace zs::train

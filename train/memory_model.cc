@@ -1,0 +1,462 @@
+// The per-rank memory model: the buffers of ShardedModel and the optimizers, unit by unit, and a
+// replay of one steady-state step's buffer lifetimes for the peaks (see memory_model.h).
+#include "train/memory_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+#include "models/gpt_presets.h"
+#include "runtime/error.h"
+
+namespace zs::train {
+
+const char* optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kSgdMomentum:
+      return "sgd-momentum";
+  }
+  return "unknown";
+}
+
+OptimizerKind parse_optimizer_kind(const std::string& name) {
+  for (OptimizerKind kind :
+       {OptimizerKind::kAdamW, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum}) {
+    if (name == optimizer_kind_name(kind)) return kind;
+  }
+  ZS_THROW(InvalidArgument, "unknown optimizer '", name, "'; expected adamw, sgd or sgd-momentum");
+}
+
+int64_t optimizer_state_bytes_per_element(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdamW:
+      return 8;  // exp_avg, exp_avg_sq
+    case OptimizerKind::kSgdMomentum:
+      return 4;  // momentum_buffer
+    case OptimizerKind::kSgd:
+      return 0;
+  }
+  return 0;
+}
+
+const char* offload_kind_name(OffloadKind kind) {
+  return kind == OffloadKind::kOptimizer ? "optimizer" : "none";
+}
+
+OffloadKind parse_offload_kind(const std::string& name) {
+  if (name == "none") return OffloadKind::kNone;
+  if (name == "optimizer") return OffloadKind::kOptimizer;
+  ZS_THROW(InvalidArgument, "unknown offload '", name, "'; expected none or optimizer");
+}
+
+uint64_t CategoryBytes::total() const {
+  uint64_t sum = 0;
+  for (uint64_t b : bytes) sum += b;
+  return sum;
+}
+
+std::vector<MemoryUnit> memory_units(const std::vector<sharding::UnitPlan>& plan) {
+  std::vector<MemoryUnit> units;
+  for (const sharding::UnitPlan& unit : plan) units.push_back({unit.name, unit.numel, unit.parent});
+  return units;
+}
+
+std::vector<MemoryUnit> gpt_memory_units(const models::GptConfig& config,
+                                         const std::vector<std::string>& wrap_types) {
+  models::Gpt model(config);  // declares parameters only
+  return memory_units(sharding::plan_units(model, wrap_types));
+}
+
+std::vector<MemoryUnit> uniform_memory_units(int64_t parameters, int units) {
+  ZS_CHECK(parameters >= 0 && units >= 1, "memory model: need parameters >= 0 and units >= 1, got ",
+           parameters, " and ", units);
+  if (units == 1) return {{"<root>", parameters, -1}};
+  std::vector<MemoryUnit> out{{"<root>", parameters % units, -1}};
+  for (int i = 0; i < units; ++i)
+    out.push_back({"unit " + std::to_string(i), parameters / units, 0});
+  return out;
+}
+
+namespace {
+
+constexpr auto kParams = MemoryCategory::kParameters;
+constexpr auto kGrads = MemoryCategory::kGradients;
+constexpr auto kMaster = MemoryCategory::kMasterWeights;
+constexpr auto kOptim = MemoryCategory::kOptimizerState;
+constexpr auto kComm = MemoryCategory::kCommBuffers;
+
+struct Sizes {
+  std::vector<uint64_t> padded, shard;  // elements
+  uint64_t p = 4, r = 4;                // bytes of param_dtype, reduce_dtype
+};
+
+// Forward tape of unit boundaries: (unit, true) when its forward starts, (unit, false) when it
+// ends; units nest like their modules and run in plan (pre-)order.
+std::vector<std::pair<int, bool>> unit_tape(const std::vector<MemoryUnit>& units) {
+  std::vector<std::vector<int>> children(units.size());
+  std::vector<int> roots;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const int parent = units[i].parent;
+    ZS_CHECK(parent < static_cast<int>(i), "memory model: unit '", units[i].name, "' names parent ",
+             parent, ", which is not an earlier unit");
+    (parent < 0 ? roots : children[static_cast<size_t>(parent)]).push_back(static_cast<int>(i));
+  }
+  std::vector<std::pair<int, bool>> tape;
+  std::vector<std::pair<int, size_t>> stack;  // (unit, next child)
+  for (int root : roots) {
+    tape.push_back({root, true});
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto& [u, next] = stack.back();
+      const auto& kids = children[static_cast<size_t>(u)];
+      if (next < kids.size()) {
+        const int child = kids[next++];
+        tape.push_back({child, true});
+        stack.push_back({child, 0});
+      } else {
+        tape.push_back({u, false});
+        stack.pop_back();
+      }
+    }
+  }
+  return tape;
+}
+
+// Stage 3: the most gathered bytes alive at once in a steady-state step (the first step records
+// the order and prefetches nothing, so it never exceeds this).
+uint64_t gathered_window(const std::vector<std::pair<int, bool>>& tape,
+                         const std::vector<uint64_t>& full_bytes, const MemoryModelConfig& config) {
+  const size_t n = full_bytes.size();
+  std::vector<bool> kept(n), gathered(n);
+  uint64_t live = 0;
+  for (size_t u = 0; u < n; ++u) {
+    kept[u] = full_bytes[u] < config.keep_gathered_below_bytes;
+    gathered[u] = kept[u];
+    if (kept[u]) live += full_bytes[u];
+  }
+  uint64_t window = live;
+  auto gather = [&](int u) {
+    if (gathered[u]) return;
+    gathered[u] = true;
+    live += full_bytes[u];
+    window = std::max(window, live);
+  };
+  auto release = [&](int u) {
+    if (kept[u] || !gathered[u]) return;
+    gathered[u] = false;
+    live -= full_bytes[u];
+  };
+  // ShardedModel::on_unit_start: gather the unit, then prefetch the next one in recorded order
+  // if it fits the live-bytes limit.
+  auto start = [&](const std::vector<int>& order, size_t& position, int u) {
+    ++position;
+    gather(u);
+    if (config.prefetch && position < order.size()) {
+      const int next = order[position];
+      if (!gathered[next] && (config.max_live_gathered_bytes == 0 ||
+                              live + full_bytes[next] <= config.max_live_gathered_bytes)) {
+        gather(next);
+      }
+    }
+  };
+  std::vector<int> forward_order, backward_order;
+  for (const auto& [u, begin] : tape) {
+    if (begin) forward_order.push_back(u);
+  }
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    if (!it->second) backward_order.push_back(it->first);
+  }
+  size_t position = 0;
+  for (const auto& [u, begin] : tape) {
+    if (begin) {
+      start(forward_order, position, u);
+    } else {
+      release(u);
+    }
+  }
+  position = 0;
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    if (!it->second) {
+      start(backward_order, position, it->first);  // the unit's "end" node: gradients start
+    } else {
+      release(it->first);  // its "begin" node: reduction launched, parameters released
+    }
+  }
+  return window;
+}
+
+struct Transients {
+  uint64_t grads = 0;  // peak of the gradient buffers that live only during backward
+  uint64_t comm = 0;   // peak of comm_buffers
+};
+
+// Replays the gradient reductions of one micro-batch: which transient gradient and staging
+// buffers are alive when, if at most `in_flight` reductions are still running after a launch
+// (older ones have completed and dropped their buffers).
+Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, const Sizes& sizes,
+                                const MemoryModelConfig& config, size_t in_flight) {
+  const int stage = config.stage;
+  const bool cast = sizes.r != sizes.p;  // a reduce_dtype copy of the gradient travels
+  // Stages 1–3 reduce into a staging shard unless the result can land in the fp32 gradient.
+  const bool staged =
+      stage >= 1 && (config.reduce_dtype != DType::kF32 || config.gradient_accumulation);
+  Transients peak;
+  uint64_t grads = 0, comm = 0;
+  struct Launched {
+    uint64_t grads, comm;
+  };
+  std::deque<Launched> running;
+  auto launch = [&](size_t u) {
+    const uint64_t full_grad = stage >= 2 ? sizes.padded[u] * sizes.p : 0;
+    const uint64_t send = cast ? sizes.padded[u] * sizes.r : 0;
+    const uint64_t reduced = staged ? sizes.shard[u] * sizes.r : 0;
+    comm += send + reduced;
+    peak.comm = std::max(peak.comm, comm);
+    if (stage == 0) return;  // stage 0 keeps its send buffer as the reduced result
+    // The reduced shard stays until finish_backward; the collective holds what it reads (the
+    // cast copy, or else the gradient itself) until it completes. A cast gradient is dropped now.
+    if (cast) grads -= full_grad;
+    running.push_back({cast ? 0 : full_grad, send});
+    while (running.size() > in_flight) {
+      grads -= running.front().grads;
+      comm -= running.front().comm;
+      running.pop_front();
+    }
+  };
+  if (stage == 1) {
+    for (size_t u = 0; u < sizes.padded.size(); ++u) launch(u);  // all in finish_backward
+    return peak;
+  }
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    const size_t u = static_cast<size_t>(it->first);
+    if (!it->second) {
+      if (stage >= 2) {
+        grads += sizes.padded[u] * sizes.p;  // install_grad_buffer
+        peak.grads = std::max(peak.grads, grads);
+      }
+    } else {
+      launch(u);
+    }
+  }
+  return peak;
+}
+
+void offload_optimizer(CategoryBytes& device, const MemoryModelConfig& config, const Sizes& sizes) {
+  uint64_t shard_bytes = 0;
+  for (uint64_t s : sizes.shard) shard_bytes += s * 4;
+  device[kMaster] = 0;
+  device[kOptim] = 0;
+  // Stages 1/2 in fp32 computed from the master shard itself: the device keeps a copy of it.
+  if (config.param_dtype == DType::kF32 && (config.stage == 1 || config.stage == 2)) {
+    device[kParams] += shard_bytes;
+  }
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
+                               const MemoryModelConfig& config) {
+  ZS_CHECK(config.stage >= 0 && config.stage <= 3, "memory model: stage must be 0–3, got ",
+           config.stage);
+  ZS_CHECK(config.world >= 1, "memory model: world size must be >= 1, got ", config.world);
+  ZS_CHECK(config.alignment >= 1, "memory model: alignment must be >= 1, got ", config.alignment);
+  ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
+           "memory model: param_dtype and reduce_dtype must be fp32, fp16 or bf16");
+  ZS_CHECK(config.reductions_in_flight >= 0, "memory model: reductions_in_flight must be >= 0");
+  if (config.hybrid_group > 0) {
+    ZS_CHECK(config.stage == 3, "memory model: hybrid sharding (group ", config.hybrid_group,
+             ") needs stage 3, got stage ", config.stage);
+    ZS_CHECK(config.world % config.hybrid_group == 0, "memory model: the world size ", config.world,
+             " is not a multiple of the hybrid group size ", config.hybrid_group);
+  }
+  ZS_CHECK(!units.empty(), "memory model: no units");
+  MemoryEstimate estimate;
+  estimate.config = config;
+  const int n = config.hybrid_group > 0 ? config.hybrid_group : config.world;
+  estimate.shard_ranks = n;
+  const int stage = config.stage;
+  const bool fp32_params = config.param_dtype == DType::kF32;
+  const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
+  const uint64_t state_bytes =
+      static_cast<uint64_t>(optimizer_state_bytes_per_element(config.optimizer));
+
+  Sizes sizes;
+  sizes.p = dtype_size(config.param_dtype);
+  sizes.r = dtype_size(config.reduce_dtype);
+  std::vector<uint64_t> full_bytes;
+  CategoryBytes& steady = estimate.steady;
+  uint64_t kept_bytes = 0;
+  for (const MemoryUnit& unit : units) {
+    ZS_CHECK(unit.numel >= 0, "memory model: unit '", unit.name, "' has ", unit.numel,
+             " parameters");
+    const uint64_t padded =
+        static_cast<uint64_t>(sharding::padded_numel(unit.numel, n, config.alignment));
+    const uint64_t shard = padded / static_cast<uint64_t>(n);
+    estimate.numel += unit.numel;
+    estimate.padded_numel += static_cast<int64_t>(padded);
+    sizes.padded.push_back(padded);
+    sizes.shard.push_back(shard);
+    const uint64_t full = padded * sizes.p;
+    full_bytes.push_back(full);
+    const bool kept = stage == 3 && full < config.keep_gathered_below_bytes;
+    if (kept) kept_bytes += full;
+    const uint64_t master_numel = stage == 0 ? padded : shard;
+    switch (stage) {
+      case 0:
+        steady[kParams] += full;
+        steady[kMaster] += fp32_params ? 0 : 4 * padded;
+        // fp32 reduces in place in the flat gradient; otherwise an fp32 accumulator besides it.
+        // With accumulation, fp32's later micro-batches keep a temporary flat gradient that lives
+        // until the next step's backward replaces it.
+        steady[kGrads] +=
+            full + (fp32_grads ? (config.gradient_accumulation ? 4 * padded : 0) : 4 * padded);
+        break;
+      case 1:
+      case 2:
+        steady[kParams] += full + (fp32_params ? 0 : shard * sizes.p);
+        steady[kMaster] += 4 * shard;
+        steady[kGrads] += (stage == 1 ? full : 0) + 4 * shard;
+        break;
+      case 3:
+        // In fp32 the master shard is the parameter shard the all-gathers read.
+        steady[kParams] += (fp32_params ? 4 * shard : shard * sizes.p) + (kept ? full : 0);
+        steady[kMaster] += fp32_params ? 0 : 4 * shard;
+        steady[kGrads] += 4 * shard;
+        break;
+    }
+    steady[kOptim] += state_bytes * master_numel;
+  }
+
+  const std::vector<std::pair<int, bool>> tape = unit_tape(units);
+  estimate.peak = estimate.peak_low = estimate.peak_high = steady;
+  if (stage == 3) {
+    estimate.gathered_window_bytes = gathered_window(tape, full_bytes, config);
+    for (CategoryBytes* peak : {&estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
+      (*peak)[kParams] += estimate.gathered_window_bytes - kept_bytes;
+    }
+  }
+  const std::pair<CategoryBytes*, size_t> models[] = {
+      {&estimate.peak, static_cast<size_t>(config.reductions_in_flight)},
+      {&estimate.peak_low, 0},
+      {&estimate.peak_high, std::numeric_limits<size_t>::max()}};
+  for (const auto& [peak, in_flight] : models) {
+    const Transients transients = reduction_transients(tape, sizes, config, in_flight);
+    (*peak)[kGrads] += transients.grads;
+    (*peak)[kComm] += transients.comm;
+  }
+
+  if (config.offload == OffloadKind::kOptimizer) {
+    estimate.host_is_estimate = true;
+    estimate.host[kMaster] = 0;
+    for (size_t u = 0; u < units.size(); ++u) {
+      const uint64_t master_numel = stage == 0 ? sizes.padded[u] : sizes.shard[u];
+      estimate.host[kMaster] += 4 * master_numel;
+      estimate.host[kOptim] += state_bytes * master_numel;
+    }
+    for (CategoryBytes* device :
+         {&estimate.steady, &estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
+      offload_optimizer(*device, config, sizes);
+    }
+  }
+  return estimate;
+}
+
+double zero_formula_bytes(int64_t parameters, int stage, int ranks, DType param_dtype,
+                          OptimizerKind optimizer) {
+  ZS_CHECK(stage >= 0 && stage <= 3 && ranks >= 1, "zero formula: stage 0–3 and ranks >= 1");
+  const double psi = static_cast<double>(parameters);
+  const double n = static_cast<double>(ranks);
+  const double p = param_dtype == DType::kF32 ? 4 : 2;
+  const double k = (param_dtype == DType::kF32 ? 0 : 4) +
+                   static_cast<double>(optimizer_state_bytes_per_element(optimizer));
+  switch (stage) {
+    case 0:
+      return (2 * p + k) * psi;
+    case 1:
+      return 2 * p * psi + k * psi / n;
+    case 2:
+      return p * psi + (p + k) * psi / n;
+    default:
+      return (2 * p + k) * psi / n;
+  }
+}
+
+std::string zero_formula_text(int stage, DType param_dtype, OptimizerKind optimizer) {
+  const int64_t p = param_dtype == DType::kF32 ? 4 : 2;
+  const int64_t k =
+      (param_dtype == DType::kF32 ? 0 : 4) + optimizer_state_bytes_per_element(optimizer);
+  auto term = [](int64_t bytes, bool over_n) {
+    return std::to_string(bytes) + "Ψ" + (over_n ? "/N" : "");
+  };
+  switch (stage) {
+    case 0:
+      return term(2 * p + k, false);
+    case 1:
+      return k == 0 ? term(2 * p, false) : term(2 * p, false) + " + " + term(k, true);
+    case 2:
+      return term(p, false) + " + " + term(p + k, true);
+    default:
+      return term(2 * p + k, true);
+  }
+}
+
+std::optional<PresetFit> largest_fitting_preset(const MemoryModelConfig& config, uint64_t budget,
+                                                const std::vector<std::string>& presets) {
+  const std::vector<std::string> names = presets.empty() ? models::gpt_preset_names() : presets;
+  std::optional<PresetFit> best;
+  for (const std::string& name : names) {
+    const models::GptConfig gpt = models::gpt_preset(name);
+    const int64_t parameters = models::gpt_parameter_count(gpt);
+    if (best && parameters <= best->parameters) continue;
+    MemoryEstimate estimate = estimate_memory(gpt_memory_units(gpt), config);
+    if (estimate.peak.total() <= budget) best = PresetFit{name, parameters, std::move(estimate)};
+  }
+  return best;
+}
+
+namespace {
+
+// Splits "1.5 GiB" into 1.5 and "GiB"; throws naming `what` if there is no leading number.
+std::pair<double, std::string> number_and_suffix(const std::string& text, const char* what) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ZS_CHECK(used > 0 && std::isfinite(value) && value >= 0, "cannot read '", text, "' as ", what);
+  std::string suffix = text.substr(used);
+  suffix.erase(0, suffix.find_first_not_of(' '));
+  return {value, suffix};
+}
+
+}  // namespace
+
+int64_t parse_count(const std::string& text) {
+  auto [value, suffix] = number_and_suffix(text, "a parameter count (e.g. 124M, 1.5B, 7e9)");
+  double scale = 1;
+  if (suffix == "k" || suffix == "K") {
+    scale = 1e3;
+  } else if (suffix == "M" || suffix == "m") {
+    scale = 1e6;
+  } else if (suffix == "B" || suffix == "b" || suffix == "G" || suffix == "g") {
+    scale = 1e9;
+  } else if (suffix == "T" || suffix == "t") {
+    scale = 1e12;
+  } else {
+    ZS_CHECK(suffix.empty(), "cannot read '", text, "' as a parameter count: unknown suffix '",
+             suffix, "' (use k, M, B or T)");
+  }
+  const double count = std::round(value * scale);
+  ZS_CHECK(count >= 1 && count < 9e18, "parameter count '", text, "' is out of range");
+  return static_cast<int64_t>(count);
+}
+
+}  // namespace zs::train

@@ -1,0 +1,164 @@
+// The per-rank memory model of ShardedModel + an optimizer: how many bytes of each memory
+// category one rank holds for a model's units under a stage, world size, hybrid group, dtypes,
+// optimizer and stage-3 schedule — what zs-mem prints and what a budget check can use before
+// anything is allocated. Also the ZeRO paper's closed forms for comparison, the largest preset
+// that fits a per-rank budget, and the parameter-count parser ("1.5B").
+//
+// The estimate follows the buffers sharding/sharded_model.cc and optim/ allocate, per unit of P
+// padded elements and S = P / N elements per rank (N = the ranks sharing the shards: the world,
+// or the hybrid group), p/r = bytes of param_dtype/reduce_dtype:
+//
+//   parameters       stage 0: P·p. Stages 1/2: P·p, plus S·p (the compute copy of the shard)
+//                    unless p = 4. Stage 3: 4S in fp32 (the master shard is the parameter the
+//                    all-gathers read), else S·p; plus the gathered units while they are live.
+//   master_weights   stage 0: 4P unless p = 4 (then the parameters are the master). Stages 1/2:
+//                    4S. Stage 3: 4S unless p = 4.
+//   gradients        stage 0: P·p, plus an fp32 accumulator 4P unless fp32 reduces in place;
+//                    with accumulation in fp32, a 4P micro-batch buffer that lives until the
+//                    next step's backward. Stage 1: P·p + 4S. Stages 2/3: 4S, plus P·p per unit
+//                    from its backward until its reduce-scatter has read it.
+//   optimizer_state  AdamW 8, SGD with momentum 4, plain SGD 0 bytes per master element (P in
+//                    stage 0, S otherwise).
+//   comm_buffers     during backward only: a reduce_dtype copy of a unit's gradient when r != p
+//                    (P·r), and the reduced shard (S·r, kept until finish_backward) when it cannot
+//                    land in the fp32 gradient directly (r != 4, or a later micro-batch of an
+//                    accumulating step).
+//
+// `steady` is what a rank holds between steps (after after_step): it equals the MemoryTracker's
+// current bytes per category, exactly. `peak` is each category's peak during a step: exact where
+// the engine's buffer lifetimes are decided on the compute thread (the stage-3 gathered window is
+// simulated with the recorded order, prefetch and the live-bytes limit), and a model where they
+// end when a reduction completes on the communicator's thread (stage ≥ 2 gradient buffers,
+// reduce_dtype staging copies): `reductions_in_flight` reductions are assumed to run at once;
+// `peak_low` (every reduction completes at once) and `peak_high` (none completes before
+// finish_backward) bound what can be measured (on the local backend, 1 rank measures peak_low
+// and 4 ranks on 2 cores measured peak_high: nothing in the engine bounds how many reductions
+// are in flight). Activations and workspace depend on the batch
+// and are not estimated. Stage 0 is modeled with the default DdpSync::kBucketed (kPerTensor
+// allocates the same buffers; kGatherScatter's rank 0 also holds an N × P·r gather buffer of the
+// unit it is reducing, which the model leaves out).
+//
+// Offload of optimizer state and master weights to the host is not implemented in the engine
+// yet: with OffloadKind::kOptimizer the model moves master_weights and optimizer_state to `host`
+// (keeping a compute copy of the shard on the device where the fp32 master doubled as it) and
+// marks the estimate as such (host_is_estimate).
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/gpt.h"
+#include "runtime/dtype.h"
+#include "runtime/memory_tracker.h"
+#include "sharding/unit_plan.h"
+
+namespace zs::train {
+
+enum class OptimizerKind { kAdamW, kSgd, kSgdMomentum };
+const char* optimizer_kind_name(OptimizerKind kind);          // "adamw", "sgd", "sgd-momentum"
+OptimizerKind parse_optimizer_kind(const std::string& name);  // throws InvalidArgument
+// fp32 bytes of optimizer state per master element: 8, 0, 4.
+int64_t optimizer_state_bytes_per_element(OptimizerKind kind);
+
+enum class OffloadKind { kNone, kOptimizer };
+const char* offload_kind_name(OffloadKind kind);          // "none", "optimizer"
+OffloadKind parse_offload_kind(const std::string& name);  // throws InvalidArgument
+
+// One sharded unit as the estimator sees it.
+struct MemoryUnit {
+  std::string name;
+  int64_t numel = 0;  // parameter elements, unpadded
+  int parent = -1;    // the nearest enclosing unit (index), -1 for the root
+};
+
+// The units of a plan (sharding/unit_plan.h), in its order.
+std::vector<MemoryUnit> memory_units(const std::vector<sharding::UnitPlan>& plan);
+// A GPT's units under a wrap policy: builds the model (declares its parameters, allocates
+// nothing) and plans it.
+std::vector<MemoryUnit> gpt_memory_units(const models::GptConfig& config,
+                                         const std::vector<std::string>& wrap_types = {"Block"});
+// A bare parameter count: `units` == 1 gives one root unit holding everything (the whole model
+// is gathered at once under stage 3); `units` > 1 gives a root holding the remainder of
+// parameters / units and `units` equal units inside it (a stack of equal blocks).
+std::vector<MemoryUnit> uniform_memory_units(int64_t parameters, int units = 1);
+
+struct MemoryModelConfig {
+  int world = 1;
+  int stage = 3;         // 0–3
+  int hybrid_group = 0;  // > 0: stage 3 inside groups of this many ranks
+  DType param_dtype = DType::kF32;
+  DType reduce_dtype = DType::kF32;
+  int64_t alignment = 16;  // elements (ShardingConfig::alignment)
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  bool gradient_accumulation = false;  // more than one micro-batch per step
+  // Stage 3 schedule (ShardingConfig's fields of the same names).
+  bool prefetch = true;
+  size_t max_live_gathered_bytes = 0;
+  size_t keep_gathered_below_bytes = 0;
+  // Reductions assumed to run at once on the communicator's thread (peak's model; >= 0).
+  int reductions_in_flight = 1;
+  OffloadKind offload = OffloadKind::kNone;
+};
+
+// Bytes per memory category.
+struct CategoryBytes {
+  std::array<uint64_t, kNumMemoryCategories> bytes{};
+  uint64_t& operator[](MemoryCategory category) { return bytes[static_cast<size_t>(category)]; }
+  uint64_t operator[](MemoryCategory category) const {
+    return bytes[static_cast<size_t>(category)];
+  }
+  uint64_t total() const;
+};
+
+struct MemoryEstimate {
+  MemoryModelConfig config;
+  int shard_ranks = 1;       // N: the ranks the shards are split over
+  int64_t numel = 0;         // Σ unit numel
+  int64_t padded_numel = 0;  // Σ unit padded numel
+  CategoryBytes steady;      // device, between steps
+  CategoryBytes peak;        // device, per-category peak in a step (reductions_in_flight model)
+  CategoryBytes peak_low;    // lower bound of the measurable peak
+  CategoryBytes peak_high;   // upper bound of the measurable peak
+  // Stage 3: the most gathered (full) parameter bytes alive at once, kept units included —
+  // ShardedModel::peak_live_gathered_bytes() of a steady-state step. 0 for stages 0–2.
+  uint64_t gathered_window_bytes = 0;
+  CategoryBytes host;             // bytes offloaded to the host
+  bool host_is_estimate = false;  // offload is not implemented in the engine yet
+};
+
+// Throws InvalidArgument for an invalid config (stage, world, hybrid group, dtypes, alignment)
+// or units (none, or a negative numel).
+MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
+                               const MemoryModelConfig& config);
+
+// The ZeRO paper's per-rank model-state bytes for Ψ parameters over N ranks, with p bytes per
+// parameter and gradient (2 in mixed precision, 4 in fp32) and K bytes of optimizer-side state
+// (fp32 master 4 when p = 2, plus the optimizer's state): stage 0 (2p+K)Ψ, 1 2pΨ + KΨ/N,
+// 2 pΨ + (p+K)Ψ/N, 3 (2p+K)Ψ/N. Mixed precision with Adam: 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N.
+double zero_formula_bytes(int64_t parameters, int stage, int ranks, DType param_dtype,
+                          OptimizerKind optimizer);
+std::string zero_formula_text(int stage, DType param_dtype,
+                              OptimizerKind optimizer);  // "2Ψ + 14Ψ/N"
+
+// The largest of `presets` (GPT preset names, models/gpt_presets.h; default: all of them) whose
+// estimated device peak (peak.total(), model states and the gathered window; no activations)
+// fits `budget` bytes per rank, with its estimate; nullopt if none fits.
+struct PresetFit {
+  std::string preset;
+  int64_t parameters = 0;
+  MemoryEstimate estimate;
+};
+std::optional<PresetFit> largest_fitting_preset(const MemoryModelConfig& config, uint64_t budget,
+                                                const std::vector<std::string>& presets = {});
+
+// "124M", "1.5B", "350k", "2T", "7e9", "1000" -> a count (decimal suffixes k, M, B/G, T).
+// Throws InvalidArgument naming the text. (Sizes in bytes and precisions: parse_bytes and
+// parse_precision in train/config.h.)
+int64_t parse_count(const std::string& text);
+
+}  // namespace zs::train
