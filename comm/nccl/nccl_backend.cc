@@ -1,0 +1,450 @@
+// The nccl backend (see nccl_backend.h).
+#include "comm/nccl/nccl_backend.h"
+
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/nccl_check.h"
+#include "runtime/error.h"
+#include "runtime/logging.h"
+
+namespace zs::comm {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kI32:
+      return ncclInt32;
+  }
+  ZS_THROW(InvalidArgument, "nccl backend: unknown dtype ", static_cast<int>(dtype));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  ZS_THROW(InvalidArgument, "nccl backend: unknown reduce op ", static_cast<int>(op));
+}
+
+long long elapsed_ms(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// Polls: yield the core for the first ~millisecond (most collectives finish by then), then
+// sleep in short steps so a slow collective leaves the core to the compute thread.
+void poll_pause(int round) {
+  if (round < 1000) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(round < 5000 ? 50 : 500));
+  }
+}
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Polls a non-blocking communicator that is being formed until it is ready; aborts it and
+// throws at the deadline or on an error.
+void await_formed(ncclComm_t comm, Clock::time_point deadline, const std::string& what) {
+  const auto start = Clock::now();
+  for (int round = 0;; ++round) {
+    ncclResult_t state = ncclSuccess;
+    ZS_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      const std::string message = ::zs::cuda::detail::nccl_error_message(state, what.c_str());
+      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
+      ZS_THROW(CommError, message);
+    }
+    if (Clock::now() >= deadline) {
+      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
+      ZS_THROW(CommTimeout, what, " timed out after waiting ", elapsed_ms(start),
+               " ms: not every rank joined the NCCL group. Every rank must create it (and "
+               "split it) in the same order; a rank that did not, is stuck, or died leaves the "
+               "others here. If the start is just slow, raise the timeout or ZS_COMM_TIMEOUT_S.");
+    }
+    poll_pause(round);
+  }
+}
+
+}  // namespace
+
+// ---- creation and destruction
+
+NcclBackend::NcclBackend(ncclComm_t comm, int device, bool nonblocking, NcclBackendOptions options)
+    : comm_(comm),
+      device_(device),
+      nonblocking_(nonblocking),
+      options_(options),
+      stream_(device),
+      done_(device) {
+  ZS_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+  ZS_NCCL_CHECK(ncclCommCount(comm_, &size_));
+  zs::cuda::DeviceGuard guard(device_);
+  ZS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(int32_t)));
+}
+
+std::vector<std::unique_ptr<NcclBackend>> NcclBackend::create_local(const std::vector<int>& devices,
+                                                                    NcclBackendOptions options) {
+  ZS_CHECK(!devices.empty(), "NcclBackend::create_local: no devices given");
+  const int available = zs::cuda::cuda_device_count();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    ZS_CHECK(devices[i] >= 0 && devices[i] < available, "NcclBackend::create_local: device ",
+             devices[i], " does not exist (", available, " CUDA device(s) visible",
+             available == 0 ? ": " + zs::cuda::cuda_unavailable_reason() : std::string(), ")");
+    for (size_t j = 0; j < i; ++j) {
+      ZS_CHECK(devices[i] != devices[j], "NcclBackend::create_local: device ", devices[i],
+               " is listed twice; NCCL needs one GPU per rank");
+    }
+  }
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  ZS_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
+  std::vector<std::unique_ptr<NcclBackend>> backends;
+  try {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      backends.push_back(std::unique_ptr<NcclBackend>(
+          new NcclBackend(std::exchange(comms[i], nullptr), devices[i], false, options)));
+    }
+  } catch (...) {
+    for (ncclComm_t comm : comms) {
+      if (comm != nullptr) ZS_NCCL_CHECK_WARN(ncclCommDestroy(comm));
+    }
+    throw;
+  }
+  return backends;
+}
+
+std::unique_ptr<NcclBackend> NcclBackend::create(Backend& bootstrap, int device,
+                                                 std::chrono::milliseconds timeout,
+                                                 NcclBackendOptions options) {
+  const int available = zs::cuda::cuda_device_count();
+  ZS_CHECK(device >= 0 && device < available, "NcclBackend::create on rank ", bootstrap.rank(),
+           ": device ", device, " does not exist (", available, " CUDA device(s) visible",
+           available == 0 ? ": " + zs::cuda::cuda_unavailable_reason() : std::string(), ")");
+  const auto deadline = Clock::now() + timeout;
+  // Rank 0 makes the id; the bootstrap backend carries its 128 bytes as int32 words.
+  static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0, "ncclUniqueId is whole int32 words");
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (bootstrap.rank() == 0) ZS_NCCL_CHECK(ncclGetUniqueId(&id));
+  Call call{CollectiveKind::kBroadcast, 0, deadline, "nccl unique id"};
+  bootstrap.broadcast(&id, sizeof(id) / sizeof(int32_t), DType::kI32, 0, call);
+
+  zs::cuda::DeviceGuard guard(device);
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t comm = nullptr;
+  const std::string what = detail::concat("forming the NCCL group on rank ", bootstrap.rank(),
+                                          " of ", bootstrap.size(), " (cuda:", device, ")");
+  ZS_NCCL_CHECK(ncclCommInitRankConfig(&comm, bootstrap.size(), id, bootstrap.rank(), &config));
+  await_formed(comm, deadline, what);
+  return std::unique_ptr<NcclBackend>(new NcclBackend(comm, device, true, options));
+}
+
+std::unique_ptr<NcclBackend> NcclBackend::create(std::unique_ptr<Backend> bootstrap, int device,
+                                                 std::chrono::milliseconds timeout,
+                                                 NcclBackendOptions options) {
+  ZS_CHECK(bootstrap != nullptr, "NcclBackend::create: the bootstrap backend is null");
+  std::unique_ptr<NcclBackend> backend = create(*bootstrap, device, timeout, options);
+  backend->bootstrap_ = std::move(bootstrap);
+  return backend;
+}
+
+NcclBackend::~NcclBackend() {
+  try {
+    zs::cuda::DeviceGuard guard(device_);
+    if (barrier_word_ != nullptr) ZS_CUDA_CHECK_WARN(cudaFree(barrier_word_));
+    if (comm_ == nullptr) return;  // aborted: ncclCommAbort freed it
+    // Finalize flushes what was issued and waits for the peers to be quiescent; bounded, so a
+    // dead peer cannot hang the destructor: past the bound the communicator is aborted instead.
+    ncclResult_t state = ZS_NCCL_CHECK_WARN(ncclCommFinalize(comm_));
+    const auto deadline = Clock::now() + options_.destroy_timeout;
+    for (int round = 0; state == ncclInProgress && Clock::now() < deadline; ++round) {
+      if (ZS_NCCL_CHECK_WARN(ncclCommGetAsyncError(comm_, &state)) != ncclSuccess) break;
+      poll_pause(round);
+    }
+    if (state == ncclSuccess) {
+      ZS_NCCL_CHECK_WARN(ncclCommDestroy(comm_));
+    } else {
+      ZS_LOG_WARN(
+          "nccl backend rank {} of {}: ncclCommFinalize did not finish within {} ms ({}); "
+          "aborting the communicator",
+          rank_, size_, options_.destroy_timeout.count(), ncclGetErrorString(state));
+      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
+    }
+  } catch (const std::exception& e) {
+    // A destructor must not throw (DeviceGuard can, if the device is gone).
+    ZS_LOG_ERROR("nccl backend rank {} of {}: destroying the communicator failed: {}", rank_, size_,
+                 e.what());
+  }
+}
+
+// ---- waiting, errors, abort
+
+std::string NcclBackend::describe(const Call& call, size_t count, DType dtype,
+                                  const char* extra) const {
+  std::string text = detail::concat(collective_name(call.kind), " #", call.sequence);
+  if (!call.tag.empty()) text += " '" + call.tag + "'";
+  if (call.kind != CollectiveKind::kBarrier && call.kind != CollectiveKind::kSplit) {
+    text += detail::concat(" (", count, " ", dtype_name(dtype), extra[0] ? ", " : "", extra, ")");
+  }
+  return text;
+}
+
+void NcclBackend::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (abort_reason_.empty()) abort_reason_ = reason;
+  }
+  ZS_LOG_ERROR("nccl backend rank {} of {}: aborting the group: {}", rank_, size_, reason);
+  aborted_.store(true, std::memory_order_release);
+}
+
+void NcclBackend::abort_comm(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (abort_reason_.empty()) abort_reason_ = reason;
+  }
+  aborted_.store(true, std::memory_order_release);
+  if (comm_ != nullptr) {
+    ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
+    comm_ = nullptr;
+  }
+}
+
+void NcclBackend::check_not_aborted(const Call& call, const std::string& what) {
+  (void)call;
+  if (!aborted_.load(std::memory_order_acquire)) return;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    reason = abort_reason_;
+  }
+  abort_comm(reason);  // performs the ncclCommAbort that abort() requested, once
+  ZS_THROW(CommError, what, " on rank ", rank_, " of ", size_,
+           " failed: the group was aborted: ", reason);
+}
+
+void NcclBackend::fail_async(ncclResult_t error, const Call& call, const std::string& what) {
+  (void)call;
+  const std::string message = detail::concat(
+      what, " on rank ", rank_, " of ", size_, " failed: NCCL reported ", ncclGetErrorString(error),
+      " (", ncclGetLastError(comm_), "); a peer may have died or the network failed");
+  abort_comm(message);
+  ZS_THROW(CommError, message);
+}
+
+void NcclBackend::fail_timeout(const Call& call, const std::string& what, const char* stage,
+                               Clock::time_point start) {
+  (void)call;
+  const std::string message = detail::concat(
+      what, " timed out on rank ", rank_, " of ", size_, " after waiting ", elapsed_ms(start),
+      " ms ", stage,
+      ". Every rank must issue the same collectives in the same order; a rank that skipped this "
+      "one, is stuck, or died leaves the others here. If the work is just slow, raise "
+      "CollectiveOptions::timeout or ZS_COMM_TIMEOUT_S.");
+  abort_comm(message);
+  ZS_THROW(CommTimeout, message);
+}
+
+void NcclBackend::await_issued(ncclResult_t issued, const Call& call, const std::string& what) {
+  if (issued != ncclInProgress) return;
+  const auto start = Clock::now();
+  for (int round = 0;; ++round) {
+    ncclResult_t state = ncclSuccess;
+    ZS_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) fail_async(state, call, what);
+    check_not_aborted(call, what);
+    if (Clock::now() >= call.deadline) fail_timeout(call, what, "for NCCL to issue it", start);
+    poll_pause(round);
+  }
+}
+
+void NcclBackend::await_completion(const Call& call, const std::string& what) {
+  done_.record(stream_);
+  const auto start = Clock::now();
+  for (int round = 0;; ++round) {
+    if (done_.query()) return;
+    ncclResult_t state = ncclSuccess;
+    ZS_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state != ncclSuccess && state != ncclInProgress) fail_async(state, call, what);
+    check_not_aborted(call, what);
+    if (Clock::now() >= call.deadline) {
+      fail_timeout(call, what, "for the collective to complete", start);
+    }
+    poll_pause(round);
+  }
+}
+
+// ---- collectives
+
+void NcclBackend::all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) {
+  const std::string what = describe(call, count, dtype, reduce_op_name(op));
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued = ZS_NCCL_CHECK(
+      ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::all_gather(const void* shard, void* full, size_t count, DType dtype,
+                             const Call& call) {
+  const std::string what = describe(call, count, dtype, "");
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued =
+      ZS_NCCL_CHECK(ncclAllGather(shard, full, count, nccl_type(dtype), comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::reduce_scatter(const void* full, void* shard, size_t count, DType dtype,
+                                 ReduceOp op, const Call& call) {
+  const std::string what = describe(call, count, dtype, reduce_op_name(op));
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued = ZS_NCCL_CHECK(
+      ncclReduceScatter(full, shard, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::broadcast(void* data, size_t count, DType dtype, int root, const Call& call) {
+  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued =
+      ZS_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::gather(const void* in, void* out, size_t count, DType dtype, int root,
+                         const Call& call) {
+  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const size_t piece_bytes = count * dtype_size(dtype);
+  const ncclDataType_t type = nccl_type(dtype);
+  // One group: NCCL matches the sends and receives of all ranks as one operation.
+  ZS_NCCL_CHECK(ncclGroupStart());
+  if (rank_ == root) {
+    for (int q = 0; q < size_; ++q) {
+      void* piece = static_cast<char*>(out) + static_cast<size_t>(q) * piece_bytes;
+      if (q == rank_) {
+        ZS_CUDA_CHECK(
+            cudaMemcpyAsync(piece, in, piece_bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      } else {
+        ZS_NCCL_CHECK(ncclRecv(piece, count, type, q, comm_, stream_.get()));
+      }
+    }
+  } else {
+    ZS_NCCL_CHECK(ncclSend(in, count, type, root, comm_, stream_.get()));
+  }
+  const ncclResult_t issued = ZS_NCCL_CHECK(ncclGroupEnd());
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::scatter(const void* in, void* out, size_t count, DType dtype, int root,
+                          const Call& call) {
+  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const size_t piece_bytes = count * dtype_size(dtype);
+  const ncclDataType_t type = nccl_type(dtype);
+  ZS_NCCL_CHECK(ncclGroupStart());
+  if (rank_ == root) {
+    for (int q = 0; q < size_; ++q) {
+      const void* piece = static_cast<const char*>(in) + static_cast<size_t>(q) * piece_bytes;
+      if (q == rank_) {
+        ZS_CUDA_CHECK(
+            cudaMemcpyAsync(out, piece, piece_bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      } else {
+        ZS_NCCL_CHECK(ncclSend(piece, count, type, q, comm_, stream_.get()));
+      }
+    }
+  } else {
+    ZS_NCCL_CHECK(ncclRecv(out, count, type, root, comm_, stream_.get()));
+  }
+  const ncclResult_t issued = ZS_NCCL_CHECK(ncclGroupEnd());
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::barrier(const Call& call) {
+  const std::string what = describe(call, 1, DType::kI32, "");
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued = ZS_NCCL_CHECK(
+      ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::send(const void* data, size_t count, DType dtype, int peer, const Call& call) {
+  const std::string what = describe(call, count, dtype, detail::concat("to rank ", peer).c_str());
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued =
+      ZS_NCCL_CHECK(ncclSend(data, count, nccl_type(dtype), peer, comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+void NcclBackend::recv(void* data, size_t count, DType dtype, int peer, const Call& call) {
+  const std::string what = describe(call, count, dtype, detail::concat("from rank ", peer).c_str());
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  const ncclResult_t issued =
+      ZS_NCCL_CHECK(ncclRecv(data, count, nccl_type(dtype), peer, comm_, stream_.get()));
+  await_issued(issued, call, what);
+  await_completion(call, what);
+}
+
+std::unique_ptr<Backend> NcclBackend::split(int color, int key, const Call& call) {
+  const std::string what = describe(call, 0, DType::kI32, "");
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t new_comm = nullptr;
+  const ncclResult_t issued = ZS_NCCL_CHECK(
+      ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &new_comm, &config));
+  // The parent finishes the split collectively; then the child (if any) finishes forming.
+  await_issued(issued, call, what);
+  if (color < 0) return nullptr;
+  ZS_CHECK_AS(CommError, new_comm != nullptr, what, " on rank ", rank_, " of ", size_,
+              ": ncclCommSplit returned no communicator for color ", color);
+  await_formed(
+      new_comm, call.deadline,
+      detail::concat(what, " on rank ", rank_, " of ", size_, " (forming color ", color, ")"));
+  return std::unique_ptr<Backend>(new NcclBackend(new_comm, device_, true, options_));
+#else
+  (void)color;
+  (void)key;
+  ZS_THROW(NotImplemented, what, ": ncclCommSplit needs NCCL 2.18 or newer; this build has ",
+           NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH);
+#endif
+}
+
+}  // namespace zs::comm

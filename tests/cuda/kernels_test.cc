@@ -1,0 +1,269 @@
+// Each ops/cuda kernel against the CPU op on random inputs (label gpu; skips with "no CUDA
+// device: skipped (compiled only)" where there is no GPU).
+//
+// Tolerances. Both sides compute in fp32 with the same ops/math functions; they can differ by
+// nvcc's FMA contraction and CUDA's expf (≤ 2 ulp) — a few fp32 ulps, magnified in GELU's
+// negative tail (see tests/ops/gelu_test.cc) — and, for layernorm, by the order of the row sums
+// (a warp tree vs a sequential loop). For fp16/bf16 outputs one ulp of the storage type is added
+// (a different fp32 value may round to the neighbouring 16-bit value). Casts, scale, add, the
+// finiteness check and AdamW are compared bit for bit (integer-only conversions; single IEEE
+// operations; explicit fused multiply-adds) — AdamW only where the CPU build has FMA, as
+// ops/math/adamw.h explains.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ops/cuda/kernels.h"
+#include "ops/elementwise.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/math/adamw.h"
+#include "runtime/autograd.h"
+#include "runtime/cuda/check.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/support/gradcheck.h"
+#include "tests/support/op_test.h"
+
+namespace zs {
+namespace {
+
+using testing::backward_from;
+using testing::converted;
+using testing::CudaTest;
+using testing::one_ulp_tolerance;
+using testing::random_tensor;
+
+const DType kFloatDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+class CudaKernelTest : public CudaTest {
+ protected:
+  void TearDown() override {
+    current_tape().clear();
+    CudaTest::TearDown();
+  }
+
+  Tensor random_host(const Shape& shape, uint32_t seed, float lo, float hi, DType dtype,
+                     bool requires_grad = false) {
+    Tensor fp32 = random_tensor(shape, host_allocator_, seed, lo, hi, false);
+    return dtype == DType::kF32 ? fp32.set_requires_grad(requires_grad)
+                                : converted(fp32, dtype, requires_grad);
+  }
+
+  // |got − want| ≤ rel·|want| + abs (+ one storage ulp for fp16/bf16) element-wise.
+  static void expect_close(const std::vector<float>& got, const std::vector<float>& want,
+                           DType dtype, double rel, double abs, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    int reported = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double tol = rel * std::fabs(want[i]) + abs;
+      if (dtype != DType::kF32) tol += one_ulp_tolerance(dtype, want[i]);
+      if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 10) {
+        ADD_FAILURE() << what << " (" << dtype_name(dtype) << ") element " << i << ": got "
+                      << got[i] << ", CPU " << want[i] << ", tolerance " << tol;
+      }
+    }
+  }
+
+  static std::vector<unsigned char> bytes_of(const Tensor& host) {
+    std::vector<unsigned char> bytes(host.nbytes());
+    if (!bytes.empty()) std::memcpy(bytes.data(), host.raw_data(), bytes.size());
+    return bytes;
+  }
+};
+
+TEST_F(CudaKernelTest, GeluForwardMatchesCpuOp) {
+  for (DType dtype : kFloatDtypes) {
+    Tensor x = random_host({4099}, 11, -8.0f, 8.0f, dtype);
+    const std::vector<float> want = ops::gelu(x).to_vector();
+    Tensor dx = upload(x);
+    Tensor dy = device_empty(x.shape(), dtype);
+    ops::cuda::gelu_forward(dx.raw_data(), dy.raw_data(), x.numel(), dtype, stream_->get());
+    expect_close(download(dy).to_vector(), want, dtype, 2e-5, 1e-7, "gelu forward");
+  }
+}
+
+TEST_F(CudaKernelTest, GeluBackwardMatchesCpuAutograd) {
+  for (DType dtype : kFloatDtypes) {
+    Tensor x = random_host({3001}, 12, -8.0f, 8.0f, dtype, /*requires_grad=*/true);
+    Tensor seed = random_host({3001}, 13, -1.0f, 1.0f, DType::kF32);
+    backward_from(ops::gelu(x), seed);
+    const Tensor cpu_dx = x.grad();
+    Tensor d_x = upload(x);
+    Tensor d_dy = upload(seed);
+    Tensor d_dx = device_empty(x.shape(), cpu_dx.dtype());
+    ops::cuda::gelu_backward(d_x.raw_data(), d_dy.data<float>(), d_dx.raw_data(), x.numel(), dtype,
+                             cpu_dx.dtype(), false, stream_->get());
+    expect_close(download(d_dx).to_vector(), cpu_dx.to_vector(), cpu_dx.dtype(), 2e-5, 1e-6,
+                 "gelu backward");
+  }
+}
+
+TEST_F(CudaKernelTest, LayernormForwardAndBackwardMatchCpuOp) {
+  const int64_t rows = 37;
+  const int64_t cols = 771;  // not a multiple of the warp size
+  const float eps = 1e-5f;
+  for (DType dtype : kFloatDtypes) {
+    Tensor x = random_host({rows, cols}, 21, -3.0f, 5.0f, dtype, true);
+    Tensor gamma = random_host({cols}, 22, 0.5f, 1.5f, dtype, true);
+    Tensor beta = random_host({cols}, 23, -0.5f, 0.5f, dtype, true);
+    Tensor seed = random_host({rows, cols}, 24, -1.0f, 1.0f, DType::kF32);
+    Tensor y = ops::layernorm(x, gamma, beta, eps);
+    const std::vector<float> want_y = y.to_vector();
+    backward_from(y, seed);
+
+    Tensor d_x = upload(x);
+    Tensor d_gamma = upload(gamma);
+    Tensor d_beta = upload(beta);
+    Tensor d_seed = upload(seed);
+    Tensor d_y = device_empty({rows, cols}, dtype);
+    Tensor d_mean = device_empty({rows}, DType::kF32);
+    Tensor d_rstd = device_empty({rows}, DType::kF32);
+    ops::cuda::layernorm_forward(d_x.raw_data(), d_gamma.raw_data(), d_beta.raw_data(),
+                                 d_y.raw_data(), d_mean.data<float>(), d_rstd.data<float>(), rows,
+                                 cols, eps, dtype, stream_->get());
+    expect_close(download(d_y).to_vector(), want_y, dtype, 2e-5, 2e-5, "layernorm forward");
+
+    const Tensor cpu_dx = x.grad();
+    Tensor d_dx = device_empty({rows, cols}, cpu_dx.dtype());
+    Tensor d_dgamma = device_empty({cols}, DType::kF32);
+    Tensor d_dbeta = device_empty({cols}, DType::kF32);
+    ZS_CUDA_CHECK(cudaMemsetAsync(d_dgamma.raw_data(), 0, d_dgamma.nbytes(), stream_->get()));
+    ZS_CUDA_CHECK(cudaMemsetAsync(d_dbeta.raw_data(), 0, d_dbeta.nbytes(), stream_->get()));
+    ops::cuda::layernorm_backward(d_x.raw_data(), d_seed.data<float>(), d_gamma.raw_data(),
+                                  d_mean.data<float>(), d_rstd.data<float>(), d_dx.raw_data(),
+                                  d_dgamma.data<float>(), d_dbeta.data<float>(), rows, cols, dtype,
+                                  cpu_dx.dtype(), false, stream_->get());
+    expect_close(download(d_dx).to_vector(), cpu_dx.to_vector(), cpu_dx.dtype(), 1e-4, 1e-4,
+                 "layernorm dx");
+    // Sums over 37 rows in another order: a few ulps of the sum of magnitudes.
+    expect_close(download(d_dgamma).to_vector(), gamma.grad().to_vector(), gamma.grad().dtype(),
+                 1e-4, 1e-4, "layernorm dgamma");
+    expect_close(download(d_dbeta).to_vector(), beta.grad().to_vector(), beta.grad().dtype(), 1e-4,
+                 1e-4, "layernorm dbeta");
+  }
+}
+
+TEST_F(CudaKernelTest, CastsAreBitwiseEqualToCpuOpIncludingSpecialValues) {
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.0f,
+                               65504.0f,
+                               65520.0f,
+                               1e-8f,
+                               -6e-8f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               3.14159f,
+                               1e38f,
+                               1.0009765625f /* an fp16 tie */,
+                               1.00390625f /* a bf16 tie */};
+  std::mt19937 gen(31);
+  std::uniform_real_distribution<float> dist(-1000.0f, 1000.0f);
+  while (values.size() < 2053) values.push_back(dist(gen));
+  for (DType from : kFloatDtypes) {
+    Tensor src = Tensor::empty({static_cast<int64_t>(values.size())}, from, host_allocator_,
+                               MemoryCategory::kOther, "src");
+    src.copy_from(values);
+    Tensor d_src = upload(src);
+    for (DType to : kFloatDtypes) {
+      const Tensor want = from == to ? src : ops::cast(src, to);
+      Tensor d_dst = device_empty(src.shape(), to);
+      ops::cuda::cast(d_src.raw_data(), from, d_dst.raw_data(), to, src.numel(), stream_->get());
+      EXPECT_EQ(bytes_of(download(d_dst)), bytes_of(want))
+          << dtype_name(from) << " -> " << dtype_name(to);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, ScaleAndAddAreBitwiseEqualToCpuOps) {
+  for (DType dtype : kFloatDtypes) {
+    Tensor a = random_host({5003}, 41, -100.0f, 100.0f, dtype);
+    Tensor b = random_host({5003}, 42, -100.0f, 100.0f, dtype);
+    Tensor d_a = upload(a);
+    Tensor d_b = upload(b);
+    Tensor d_sum = device_empty(a.shape(), dtype);
+    ops::cuda::add(d_a.raw_data(), d_b.raw_data(), d_sum.raw_data(), a.numel(), dtype,
+                   stream_->get());
+    EXPECT_EQ(bytes_of(download(d_sum)), bytes_of(ops::add(a, b))) << dtype_name(dtype);
+    ops::cuda::scale_inplace(d_a.raw_data(), 0.37f, a.numel(), dtype, stream_->get());
+    ops::scale_(a, 0.37f);
+    EXPECT_EQ(bytes_of(download(d_a)), bytes_of(a)) << dtype_name(dtype);
+  }
+}
+
+TEST_F(CudaKernelTest, NonfiniteCheckAgreesWithCpuAllFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor flag = device_empty({1}, DType::kI32);
+  for (DType dtype : kFloatDtypes) {
+    for (float bad : {0.0f, inf, -inf, nan, 1e6f /* inf in fp16 only */}) {
+      for (int64_t where : {int64_t{0}, int64_t{4242}, int64_t{70000}}) {
+        std::vector<float> values(70001, 1.5f);
+        values[static_cast<size_t>(where)] = bad;
+        Tensor x = Tensor::empty({70001}, dtype, host_allocator_, MemoryCategory::kOther, "x");
+        x.copy_from(values);
+        Tensor d_x = upload(x);
+        ZS_CUDA_CHECK(cudaMemsetAsync(flag.raw_data(), 0, sizeof(int32_t), stream_->get()));
+        ops::cuda::mark_nonfinite(d_x.raw_data(), x.numel(), dtype, flag.data<int32_t>(),
+                                  stream_->get());
+        const bool gpu_finite = download(flag).data<int32_t>()[0] == 0;
+        EXPECT_EQ(gpu_finite, ops::all_finite(x))
+            << dtype_name(dtype) << " value " << bad << " at " << where;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, AdamWMatchesTheCpuUpdateBitForBit) {
+  const int64_t n = 10007;
+  Tensor param = random_host({n}, 51, -1.0f, 1.0f, DType::kF32);
+  Tensor grad = random_host({n}, 52, -1e-2f, 1e-2f, DType::kF32);
+  Tensor m = random_host({n}, 53, -1e-3f, 1e-3f, DType::kF32);
+  Tensor v = random_host({n}, 54, 0.0f, 1e-5f, DType::kF32);
+  Tensor d_param = upload(param);
+  Tensor d_grad = upload(grad);
+  Tensor d_m = upload(m);
+  Tensor d_v = upload(v);
+  // Step 3 of lr 1e-3, betas (0.9, 0.95), eps 1e-8, wd 0.1, computed as optim/adamw.cc does.
+  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, wd = 0.1;
+  const double bc1 = 1.0 - std::pow(beta1, 3.0), bc2 = 1.0 - std::pow(beta2, 3.0);
+  ops::math::AdamWStep s;
+  s.beta1 = static_cast<float>(beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.eps = 1e-8f;
+  s.step_size = static_cast<float>(lr / bc1);
+  s.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  s.decay_factor = static_cast<float>(1.0 - lr * wd);
+  // Two segments, as a shard covering a decayed weight and an undecayed bias.
+  const int64_t split = 6000;
+  ops::cuda::adamw_step(d_param.data<float>(), d_grad.data<float>(), d_m.data<float>(),
+                        d_v.data<float>(), split, s, true, stream_->get());
+  ops::cuda::adamw_step(d_param.data<float>() + split, d_grad.data<float>() + split,
+                        d_m.data<float>() + split, d_v.data<float>() + split, n - split, s, false,
+                        stream_->get());
+  float* p = param.data<float>();
+  float* mm = m.data<float>();
+  float* vv = v.data<float>();
+  const float* g = grad.data<float>();
+  for (int64_t i = 0; i < n; ++i) ops::math::adamw_update(p[i], g[i], mm[i], vv[i], s, i < split);
+#if defined(__FMA__) || defined(__FP_FAST_FMAF)
+  EXPECT_EQ(bytes_of(download(d_param)), bytes_of(param));
+  EXPECT_EQ(bytes_of(download(d_m)), bytes_of(m));
+  EXPECT_EQ(bytes_of(download(d_v)), bytes_of(v));
+#else
+  expect_close(download(d_param).to_vector(), param.to_vector(), DType::kF32, 1e-6, 1e-9, "param");
+  expect_close(download(d_m).to_vector(), m.to_vector(), DType::kF32, 1e-6, 1e-12, "m");
+  expect_close(download(d_v).to_vector(), v.to_vector(), DType::kF32, 1e-6, 1e-15, "v");
+#endif
+}
+
+}  // namespace
+}  // namespace zs
