@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -52,6 +54,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       "zs-train"};
   app.get_formatter()->column_width(34);
   std::string ds_unused, precision, reduce_dtype, budget, max_live, keep_below, decay, strategy;
+  std::string log_level;
   bool no_prefetch = false, no_progress = false;
 
   const std::string kModel = "Model";
@@ -158,6 +161,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "the sample's temperature (0: greedy; else top-40 sampling)")
       ->group(kReport);
   app.add_flag("--no-progress", no_progress, "no progress bar on a terminal")->group(kReport);
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: "
+                 "ZS_LOG_LEVEL, else info)")->group(kReport);
   app.add_option("--deepspeed,--deepspeed_config,--ds-config", ds_unused,
                  "DeepSpeed JSON config (flags override it)")
       ->group(kReport);
@@ -203,6 +208,12 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
     } else {
       ZS_THROW(InvalidArgument, "--decay '", decay, "' is not one of cosine, linear, constant");
     }
+  }
+  if (!log_level.empty()) {
+    static const char* const kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+    ZS_CHECK(std::find(std::begin(kLevels), std::end(kLevels), log_level) != std::end(kLevels),
+             "--log-level '", log_level, "' is not one of trace, debug, info, warn, error, off");
+    logger().set_level(spdlog::level::from_str(log_level));
   }
   if (no_prefetch) c.prefetch = false;
   if (no_progress) c.progress = false;
