@@ -1,19 +1,15 @@
-// BERT-style classifier forward: embeddings, padded bidirectional blocks, [CLS] pooling, pooler,
-// head. Two small autograd functions live here because ops/ has no equivalent yet: the row
-// selection of position 0 (a strided slice) and tanh. Both are cheap ([B, T, C] -> [B, C] and
-// [B, C]) and dtype-agnostic; they belong in ops/ once a second user needs them.
+// BERT-style classifier forward: embeddings, padded bidirectional blocks (models::Block with the
+// model's PaddingState), [CLS] pooling (ops::select of position 0), pooler (Linear + ops::tanh),
+// head.
 #include "models/bert.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
-#include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
-#include "runtime/autograd.h"
-#include "runtime/memory_tracker.h"
+#include "ops/select.h"
 
 namespace zs::models {
 namespace {
@@ -36,78 +32,6 @@ float residual_std(const BertConfig& config) {
   return config.n_layer > 0 ? 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer)) : 0.02f;
 }
 
-// Outputs of the local ops are charged like those of ops/: the current category, or activations
-// outside any scope.
-Tensor new_activation(const Shape& shape, const Tensor& like, const char* name) {
-  MemoryCategory category = current_memory_category();
-  if (category == MemoryCategory::kOther) category = MemoryCategory::kActivations;
-  return Tensor::empty(shape, like.dtype(), like.allocator(), category, name);
-}
-
-// Writes fp32 `values` into a gradient sink of any floating dtype (copy or add).
-void write_grad(GradSink& sink, const std::vector<float>& values) {
-  if (!sink.accumulate) {
-    sink.buffer.copy_from(values);
-    return;
-  }
-  Tensor staged = Tensor::empty(sink.buffer.shape(), DType::kF32, sink.buffer.allocator(),
-                                MemoryCategory::kWorkspace, "bert grad staging");
-  staged.copy_from(values);
-  accumulate_into(sink.buffer, staged);
-}
-
-// out[b, :] = x[b, 0, :] for x [B, T, C] (the [CLS] position). Rows are copied bit for bit.
-// Backward: dx[b, 0, :] = dy[b, :], zeros elsewhere.
-Tensor first_position(const Tensor& x) {
-  ZS_CHECK(x.dim() == 3 && is_floating(x.dtype()),
-           "bert: first_position expects a floating "
-           "[B, T, C] tensor, got ",
-           x.describe());
-  const int64_t batch = x.size(0), seq = x.size(1), width = x.size(2);
-  Tensor out = new_activation({batch, width}, x, "cls");
-  const size_t row_bytes = static_cast<size_t>(width) * dtype_size(x.dtype());
-  const auto* src = static_cast<const unsigned char*>(x.raw_data());
-  auto* dst = static_cast<unsigned char*>(out.raw_data());
-  for (int64_t b = 0; b < batch; ++b) {
-    std::memcpy(dst + static_cast<size_t>(b) * row_bytes,
-                src + static_cast<size_t>(b * seq) * row_bytes, row_bytes);
-  }
-  if (needs_grad({&x})) {
-    record_op("first_position", {&x}, {&out}, [batch, seq, width](BackwardContext& ctx) {
-      Tensor dy = ctx.grad_output(0);
-      GradSink sink = ctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      if (!sink.accumulate) sink.buffer.fill(0.0f);
-      for (int64_t b = 0; b < batch; ++b) {
-        accumulate_into(sink.buffer.slice(b * seq * width, {width}), dy.slice(b * width, {width}));
-      }
-    });
-  }
-  return out;
-}
-
-// y = tanh(x), computed in fp32 and stored in x's dtype. Backward: dx = dy · (1 − y²).
-Tensor tanh(const Tensor& x) {
-  ZS_CHECK(is_floating(x.dtype()), "bert: tanh expects a floating tensor, got ", x.describe());
-  std::vector<float> values = x.to_vector();
-  for (float& v : values) v = std::tanh(v);
-  Tensor y = new_activation(x.shape(), x, "tanh");
-  y.copy_from(values);
-  if (needs_grad({&x})) {
-    // y's stored (possibly rounded) values are what the derivative uses, as for any saved output.
-    record_op("tanh", {&x}, {&y}, [y](BackwardContext& ctx) {
-      Tensor dy = ctx.grad_output(0);
-      GradSink sink = ctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      std::vector<float> grad = dy.to_vector();
-      const std::vector<float> out = y.to_vector();
-      for (size_t i = 0; i < grad.size(); ++i) grad[i] *= 1.0f - out[i] * out[i];
-      write_grad(sink, grad);
-    });
-  }
-  return y;
-}
-
 void check_lengths(const Tensor& lengths, int64_t batch, int64_t seq) {
   ZS_CHECK(lengths.dtype() == DType::kI32 && lengths.dim() == 1 && lengths.size(0) == batch,
            "bert: lengths ", lengths.describe(), " must be int32 [", batch, "]");
@@ -120,34 +44,6 @@ void check_lengths(const Tensor& lengths, int64_t batch, int64_t seq) {
 
 }  // namespace
 
-EncoderSelfAttention::EncoderSelfAttention(int64_t width, int64_t n_head, float residual_std,
-                                           std::shared_ptr<const PaddingState> padding)
-    : Module("EncoderSelfAttention"),
-      qkv_(emplace<Linear>("qkv", width, 3 * width)),
-      proj_(emplace<Linear>("proj", width, width, true, residual_std)),
-      n_head_(n_head),
-      padding_(std::move(padding)) {
-  ZS_CHECK(n_head > 0 && width % n_head == 0, "EncoderSelfAttention: width ", width,
-           " must be divisible by n_head ", n_head);
-}
-
-Tensor EncoderSelfAttention::forward(const Tensor& x) {
-  return proj_(ops::attention(qkv_(x), n_head_, /*causal=*/false, padding_->lengths));
-}
-
-EncoderBlock::EncoderBlock(int64_t width, int64_t n_head, float residual_std,
-                           std::shared_ptr<const PaddingState> padding)
-    : Module("Block"),
-      ln1_(emplace<LayerNorm>("ln1", width)),
-      attn_(emplace<EncoderSelfAttention>("attn", width, n_head, residual_std, std::move(padding))),
-      ln2_(emplace<LayerNorm>("ln2", width)),
-      mlp_(emplace<Mlp>("mlp", width, 4 * width, residual_std)) {}
-
-Tensor EncoderBlock::forward(const Tensor& x) {
-  Tensor h = ops::add(x, attn_(ln1_(x)));
-  return ops::add(h, mlp_(ln2_(h)));
-}
-
 BertClassifier::BertClassifier(const BertConfig& config)
     : Module("BertClassifier"),
       config_(checked(config)),
@@ -159,8 +55,8 @@ BertClassifier::BertClassifier(const BertConfig& config)
       pooler_(emplace<Linear>("pooler", config.width, config.width)),
       head_(emplace<Linear>("head", config.width, config.num_classes)) {
   for (int64_t l = 0; l < config.n_layer; ++l) {
-    blocks_.append(std::make_unique<EncoderBlock>(config.width, config.n_head, residual_std(config),
-                                                  padding_));
+    blocks_.append(std::make_unique<Block>(config.width, config.n_head, /*causal=*/false,
+                                           residual_std(config), padding_));
   }
 }
 
@@ -206,8 +102,8 @@ Tensor BertClassifier::forward(const Tensor& ids) {
                       ops::embedding(pos_emb_.tensor(), positions));
   x = blocks_(x);
   // LayerNorm is per position, so normalizing only the pooled row is the same as normalizing all.
-  Tensor cls = ln_f_(first_position(x));
-  return head_(tanh(pooler_(cls)));
+  Tensor cls = ln_f_(ops::select(x, /*dim=*/1, /*index=*/0));
+  return head_(ops::tanh(pooler_(cls)));
 }
 
 Tensor lengths_from_padding(const Tensor& ids, int32_t pad_id) {

@@ -11,14 +11,15 @@
 // so put the [CLS] token there; the tokenizer decides its id (examples/classifier_finetune.cc
 // uses a control byte).
 //
-// Sharding: EncoderBlock's type name is "Block", so ShardingConfig's default wrap policy makes
-// every block a unit and the root (BertClassifier) takes the embeddings, ln_f, pooler and head.
-// Under stage 3 the root's parameters are gathered for exactly the root's forward, so logits()
-// and loss() compute everything that reads a parameter inside it. Module::operator() carries a
-// single tensor, so the lengths reach the attention of every block through state the model
-// shares with its blocks: each forward installs its lengths there, and they stay until the next
-// forward, so that a block recomputed during backward (activation checkpointing) sees the same
-// ones. Not thread-safe, like any Module: one instance per rank.
+// Sharding: the encoder layers are models::Block (bidirectional), so ShardingConfig's default
+// wrap policy makes every block a unit and the root (BertClassifier) takes the embeddings, ln_f,
+// pooler and head. Under stage 3 the root's parameters are gathered for exactly the root's
+// forward, so logits() and loss() compute everything that reads a parameter inside it.
+// Module::operator() carries a single tensor, so the lengths reach the attention of every block
+// through a PaddingState (models/layers.h) the model shares with its blocks: each forward
+// installs its lengths there, and they stay until the next forward, so that a block recomputed
+// during backward (activation checkpointing) sees the same ones. Not thread-safe, like any
+// Module: one instance per rank.
 #pragma once
 
 #include <cstdint>
@@ -37,44 +38,6 @@ struct BertConfig {
   int64_t n_layer = 2;
   int64_t num_classes = 2;
   int32_t pad_id = 0;  // for lengths_from_padding() when no lengths are given
-};
-
-// The valid lengths of the latest forward, shared by a model and its attention modules.
-struct PaddingState {
-  Tensor lengths;  // int32 [B], or undefined: no padding
-};
-
-// Bidirectional multi-head self-attention with key padding (ops::attention with lengths): the
-// layout and parameter names of SelfAttention ("qkv", "proj").
-class EncoderSelfAttention : public Module {
- public:
-  EncoderSelfAttention(int64_t width, int64_t n_head, float residual_std,
-                       std::shared_ptr<const PaddingState> padding);
-
- protected:
-  Tensor forward(const Tensor& x) override;
-
- private:
-  Linear& qkv_;
-  Linear& proj_;
-  int64_t n_head_;
-  std::shared_ptr<const PaddingState> padding_;
-};
-
-// Pre-LN encoder block: x + attn(ln1(x)), then + mlp(ln2(·)). Type name "Block".
-class EncoderBlock : public Module {
- public:
-  EncoderBlock(int64_t width, int64_t n_head, float residual_std,
-               std::shared_ptr<const PaddingState> padding);
-
- protected:
-  Tensor forward(const Tensor& x) override;
-
- private:
-  LayerNorm& ln1_;
-  EncoderSelfAttention& attn_;
-  LayerNorm& ln2_;
-  Mlp& mlp_;
 };
 
 class BertClassifier : public Module {

@@ -1,6 +1,8 @@
 // The building-block modules: each forward is a few ops.
 #include "models/layers.h"
 
+#include <utility>
+
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/gelu.h"
@@ -36,18 +38,23 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
-SelfAttention::SelfAttention(int64_t width, int64_t n_head, bool causal, float residual_std)
+SelfAttention::SelfAttention(int64_t width, int64_t n_head, bool causal, float residual_std,
+                             std::shared_ptr<const PaddingState> padding)
     : Module("SelfAttention"),
       qkv_(emplace<Linear>("qkv", width, 3 * width)),
       proj_(emplace<Linear>("proj", width, width, true, residual_std)),
       n_head_(n_head),
-      causal_(causal) {
+      causal_(causal),
+      padding_(std::move(padding)) {
   ZS_CHECK(n_head > 0 && width % n_head == 0, "SelfAttention: width ", width,
            " must be divisible by n_head ", n_head);
 }
 
 Tensor SelfAttention::forward(const Tensor& x) {
-  return proj_(ops::attention(qkv_(x), n_head_, causal_));
+  Tensor qkv = qkv_(x);
+  Tensor attended = padding_ ? ops::attention(qkv, n_head_, causal_, padding_->lengths)
+                             : ops::attention(qkv, n_head_, causal_);
+  return proj_(attended);
 }
 
 Mlp::Mlp(int64_t width, int64_t hidden, float residual_std)
@@ -57,10 +64,12 @@ Mlp::Mlp(int64_t width, int64_t hidden, float residual_std)
 
 Tensor Mlp::forward(const Tensor& x) { return proj_(ops::gelu(fc_(x))); }
 
-Block::Block(int64_t width, int64_t n_head, bool causal, float residual_std)
+Block::Block(int64_t width, int64_t n_head, bool causal, float residual_std,
+             std::shared_ptr<const PaddingState> padding)
     : Module("Block"),
       ln1_(emplace<LayerNorm>("ln1", width)),
-      attn_(emplace<SelfAttention>("attn", width, n_head, causal, residual_std)),
+      attn_(
+          emplace<SelfAttention>("attn", width, n_head, causal, residual_std, std::move(padding))),
       ln2_(emplace<LayerNorm>("ln2", width)),
       mlp_(emplace<Mlp>("mlp", width, 4 * width, residual_std)) {}
 

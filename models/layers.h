@@ -1,7 +1,15 @@
 // Building-block modules over the ops: Linear, LayerNorm, Sequential, causal/bidirectional
-// self-attention, the GELU MLP and the pre-LN transformer Block. Each is a plain Module: it
-// declares its parameters and computes forward from them; wrap policies match type names
-// ("Block", "Linear", ...).
+// self-attention (optionally ignoring each sequence's padding), the GELU MLP and the pre-LN
+// transformer Block. Each is a plain Module: it declares its parameters and computes forward from
+// them; wrap policies match type names ("Block", "Linear", ...).
+//
+// Padding. Module::operator() carries one tensor, so per-sequence lengths reach the attention
+// through a PaddingState that the model owns and shares (std::shared_ptr<const PaddingState>)
+// with its SelfAttention modules, directly or through Block: the model sets the lengths before
+// each forward and leaves them installed until the next one, so that a module recomputed during
+// backward (activation checkpointing) sees the same lengths. Without a PaddingState (the
+// default) attention sees every position, and results are bit for bit those of ops::attention
+// without lengths. Like any Module, not thread-safe: one instance per rank.
 #pragma once
 
 #include <cstdint>
@@ -52,10 +60,19 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
+// The valid lengths of a padded batch, shared by a model and its attention modules (see the
+// file comment). In sequence b only keys t < lengths[b] get attention weight (ops/attention.h).
+struct PaddingState {
+  Tensor lengths;  // int32 [B], or undefined: no padding
+};
+
 // Multi-head self-attention on x [B, T, C]: fused qkv projection, attention, output projection.
+// With `padding`, every forward passes padding->lengths (as it is at that moment) to
+// ops::attention as the key lengths; without it (null) only causality (if set) masks keys.
 class SelfAttention : public Module {
  public:
-  SelfAttention(int64_t width, int64_t n_head, bool causal, float residual_std);
+  SelfAttention(int64_t width, int64_t n_head, bool causal, float residual_std,
+                std::shared_ptr<const PaddingState> padding = nullptr);
 
  protected:
   Tensor forward(const Tensor& x) override;
@@ -65,6 +82,7 @@ class SelfAttention : public Module {
   Linear& proj_;
   int64_t n_head_;
   bool causal_;
+  std::shared_ptr<const PaddingState> padding_;  // null: no key padding
 };
 
 class Mlp : public Module {
@@ -79,10 +97,11 @@ class Mlp : public Module {
   Linear& proj_;
 };
 
-// Pre-LN block: x + attn(ln1(x)), then + mlp(ln2(·)).
+// Pre-LN block: x + attn(ln1(x)), then + mlp(ln2(·)). `padding` goes to its SelfAttention.
 class Block : public Module {
  public:
-  Block(int64_t width, int64_t n_head, bool causal, float residual_std);
+  Block(int64_t width, int64_t n_head, bool causal, float residual_std,
+        std::shared_ptr<const PaddingState> padding = nullptr);
 
  protected:
   Tensor forward(const Tensor& x) override;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/math/elementwise.h"
+#include "ops/math/tanh.h"
 #include "ops/op_utils.h"
 #include "runtime/autograd.h"
 #include "runtime/half.h"
@@ -408,6 +409,26 @@ Tensor mul(const Tensor& a, const Tensor& b) {
         map_binary(const_elements(a), const_elements(dy), mutable_elements(sink.buffer),
                    sink.accumulate, n, kernel);
       }
+    });
+  }
+  return y;
+}
+
+Tensor tanh(const Tensor& x) {
+  detail::check_float_input("tanh", "x", x);
+  const int64_t n = x.numel();
+  Tensor y = detail::new_output(x.shape(), x.dtype(), x, "tanh");
+  map_unary(const_elements(x), mutable_elements(y), false, n,
+            [](float v) { return math::tanh_forward(v); });
+  if (needs_grad({&x})) {
+    // Saves the output (a handle), not x: the derivative 1 − y² needs only y. The tape frees
+    // it once the node has run.
+    record_op("tanh", {&x}, {&y}, [y, n](BackwardContext& ctx) {
+      Tensor dy = ctx.grad_output(0);
+      GradSink sink = ctx.grad_input(0);
+      if (!dy.defined() || !sink) return;
+      map_binary(const_elements(y), const_elements(dy), mutable_elements(sink.buffer),
+                 sink.accumulate, n, [](float yv, float g) { return math::tanh_backward(yv, g); });
     });
   }
   return y;

@@ -1,5 +1,5 @@
-// Element-wise and reduction ops with autograd (residual add, bias, scale, mul, dropout, dtype
-// casts, sums), and in-place helpers without autograd for optimizers and loss scaling.
+// Element-wise and reduction ops with autograd (residual add, bias, scale, mul, tanh, dropout,
+// dtype casts, sums), and in-place helpers without autograd for optimizers and loss scaling.
 //
 // Inputs may be fp32, fp16 or bf16; compute is fp32 and outputs keep the input dtype, except the
 // reductions, which return a fp32 [1] tensor, and cast. Outputs are new tensors on the input's
@@ -36,6 +36,12 @@ Tensor scale(const Tensor& x, float alpha);
 
 // y = a · b element-wise, same shape and dtype.
 Tensor mul(const Tensor& a, const Tensor& b);
+
+// y = tanh(x) element-wise, any shape (the BERT pooler's activation). Computed in fp32 by
+// ops/math/tanh.h and stored in x's dtype. The tape saves y (a handle, no copy): backward is
+// dx = dy · (1 − y²) from y's stored values, so for fp16/bf16 the derivative uses the rounded
+// output, as any op that differentiates through its saved output does.
+Tensor tanh(const Tensor& x);
 
 // Inverted dropout: element i is kept when runtime/rng.h dropout_keep(key, i, 1 − p) (i is the
 // flat index in x) and then scaled by 1 / (1 − p); dropped elements are 0. p must be in [0, 1).
