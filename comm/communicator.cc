@@ -1,8 +1,10 @@
-// Communicator front: argument checks, the issue-order queue and its thread, traffic
-// accounting, and group-wide failure on the first timeout or peer error.
+// Communicator front: argument checks (including the device of every tensor against the
+// backend's: host memory for local/mpi, the rank's GPU for nccl), the issue-order queue and its
+// thread, traffic accounting, and group-wide failure on the first timeout or peer error.
 #include "comm/communicator.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -69,11 +71,10 @@ void Work::complete(std::exception_ptr error) {
 
 namespace {
 
-void check_tensor(const char* what, const char* arg, const Tensor& t) {
-  ZS_CHECK(t.defined(), what, ": '", arg, "' is undefined");
-  ZS_CHECK(t.device().is_cpu(), what, ": '", arg, "' ", t.describe(), " is on ", t.device().str(),
-           "; this communicator moves CPU tensors");
-  if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
+// The one backend whose buffers are device memory. By name, so that this shared code needs
+// neither the CUDA headers nor an #if on the CUDA build (comm/factory.cc makes nccl backends).
+bool moves_device_memory(const Backend* backend) {
+  return backend != nullptr && std::strcmp(backend->name(), "nccl") == 0;
 }
 
 std::string describe_call(const char* what, uint64_t sequence, const Tensor& t,
@@ -88,8 +89,34 @@ Communicator::Communicator(std::unique_ptr<Backend> backend)
     : backend_(std::move(backend)),
       rank_(backend_ ? backend_->rank() : -1),
       size_(backend_ ? backend_->size() : 0),
-      log_rank_(current_log_rank()) {
+      log_rank_(current_log_rank()),
+      buffer_device_(moves_device_memory(backend_.get()) ? Device::cuda(0) : Device::cpu()),
+      check_device_index_(false) {
+  start();
+}
+
+Communicator::Communicator(std::unique_ptr<Backend> backend, Device buffer_device)
+    : backend_(std::move(backend)),
+      rank_(backend_ ? backend_->rank() : -1),
+      size_(backend_ ? backend_->size() : 0),
+      log_rank_(current_log_rank()),
+      buffer_device_(buffer_device),
+      check_device_index_(true) {
+  start();
+}
+
+void Communicator::start() {
   ZS_CHECK(backend_ != nullptr, "Communicator needs a backend");
+  if (moves_device_memory(backend_.get())) {
+    ZS_CHECK(buffer_device_.is_cuda(), "Communicator: the ", backend_->name(),
+             " backend moves device memory, but the buffer device given is ", buffer_device_.str(),
+             "; pass the backend's GPU (cuda:N)");
+  } else {
+    ZS_CHECK(buffer_device_.is_cpu(), "Communicator: the ", backend_->name(),
+             " backend moves host memory, but the buffer device given is ", buffer_device_.str(),
+             "; pass Device::cpu() (device tensors go over the nccl backend)");
+  }
+  // Last: a constructor that throws after the thread started would leave it joinable.
   thread_ = std::thread([this] { thread_main(); });
 }
 
@@ -105,6 +132,29 @@ Communicator::~Communicator() {
 void Communicator::check_root(const char* what, int root) const {
   ZS_CHECK(root >= 0 && root < size_, what, ": root ", root, " is out of range for a group of ",
            size_, " ranks");
+}
+
+void Communicator::check_tensor(const char* what, const char* arg, const Tensor& t) const {
+  ZS_CHECK(t.defined(), what, ": '", arg, "' is undefined");
+  const Device device = t.device();
+  if (buffer_device_.is_cpu()) {
+    ZS_CHECK(device.is_cpu(), what, ": '", arg, "' ", t.describe(), " is on ", device.str(),
+             ", but the ", backend_->name(),
+             " backend moves host memory: copy the tensor to the host first (zs::cuda::to_host), "
+             "or communicate device tensors over the nccl backend");
+  } else {
+    ZS_CHECK(device.is_cuda(), what, ": '", arg, "' ", t.describe(), " is on ", device.str(),
+             ", but the ", backend_->name(), " backend moves device memory: pass a tensor on ",
+             check_device_index_ ? buffer_device_.str() : std::string("this rank's GPU"),
+             " (copy it there with zs::cuda::to_device), or communicate host tensors over the "
+             "local or mpi backend");
+    ZS_CHECK(!check_device_index_ || device == buffer_device_, what, ": '", arg, "' ", t.describe(),
+             " is on ", device.str(), ", but this rank's ", backend_->name(),
+             " communicator runs on ", buffer_device_.str(),
+             ", and NCCL needs the buffers on the communicator's GPU: allocate or copy the "
+             "tensor there");
+  }
+  if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
 }
 
 void Communicator::check_peer(const char* what, int peer) const {
@@ -291,7 +341,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key,
       [this, color, key, &sub](const Call& call) { sub = backend_->split(color, key, call); });
   work->wait();
   if (!sub) return nullptr;
-  return std::make_unique<Communicator>(std::move(sub));
+  // A sub-group of an nccl communicator runs on the same GPU.
+  if (!check_device_index_) return std::make_unique<Communicator>(std::move(sub));
+  return std::make_unique<Communicator>(std::move(sub), buffer_device_);
 }
 
 void Communicator::abort(const std::string& reason) {

@@ -10,8 +10,12 @@
 // fast with CommError naming it.
 //
 // Buffers: the Work holds the tensors until it completes; the caller must not touch them
-// (or, for inputs, change them) before wait() returns. Tensors are CPU tensors here; the
-// NCCL backend will take device tensors.
+// (or, for inputs, change them) before wait() returns. Where the tensors live is the backend's
+// to say (buffer_device()): host memory for "local" and "mpi", the GPU of this rank for "nccl"
+// (comm/nccl/nccl_backend.h). A tensor on the other kind of device is refused at the call with
+// InvalidArgument, before anything is queued. Device tensors must be complete when the call is
+// issued (the producing stream synchronized): this front does not yet order the backend's comm
+// stream after the compute stream by events. Outputs are complete when wait() returns.
 //
 // Thread-safety: the calls may be issued from any one thread at a time per communicator
 // (typically the rank's compute thread). rank(), size(), stats() are safe from any thread.
@@ -28,13 +32,19 @@
 #include "comm/backend.h"
 #include "comm/stats.h"
 #include "comm/work.h"
+#include "runtime/device.h"
 #include "runtime/tensor.h"
 
 namespace zs::comm {
 
 class Communicator {
  public:
+  // Buffers on the CPU, or for a backend named "nccl" on a CUDA device whose index is not
+  // checked (use the overload below to check it).
   explicit Communicator(std::unique_ptr<Backend> backend);
+  // Buffers on `buffer_device`: cpu for "local"/"mpi", cuda:N for an "nccl" backend on GPU N
+  // (comm/factory does this). Throws InvalidArgument if the device does not suit the backend.
+  Communicator(std::unique_ptr<Backend> backend, Device buffer_device);
   // Drains the queue (waits for queued collectives), then stops the thread.
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -43,6 +53,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const char* backend_name() const { return backend_->name(); }
+  // Where this communicator's tensors must live (see the file comment).
+  Device buffer_device() const { return buffer_device_; }
 
   // In place over `tensor` (every rank passes the same shape and dtype).
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op, const CollectiveOptions& options = {});
@@ -87,14 +99,19 @@ class Communicator {
   WorkPtr enqueue(CollectiveKind kind, std::string description, std::vector<Tensor> buffers,
                   uint64_t bytes, int root, const CollectiveOptions& options,
                   std::function<void(const Call&)> run);
+  void start();  // checks the backend and the buffer device, then starts the thread
   void thread_main();
   void check_root(const char* what, int root) const;
   void check_peer(const char* what, int peer) const;
+  // Defined, not released, and on buffer_device() (the kind; the index too when known).
+  void check_tensor(const char* what, const char* arg, const Tensor& t) const;
 
   std::unique_ptr<Backend> backend_;
   const int rank_;
   const int size_;
   const int log_rank_;  // the creating thread's log rank, for the comm thread's messages
+  const Device buffer_device_;
+  const bool check_device_index_;  // false: any CUDA index (an nccl backend of unknown device)
   CommStats stats_;
   uint64_t next_sequence_ = 0;
   std::mutex mutex_;

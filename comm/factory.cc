@@ -1,5 +1,6 @@
-// The backend factory (see factory.h). The one translation unit outside comm/mpi/ that knows
-// whether the mpi backend is built (ZS_HAVE_MPI, set by comm/CMakeLists.txt when ZS_MPI is on).
+// The backend factory (see factory.h). The one translation unit outside comm/mpi/ and comm/nccl/
+// that knows whether those backends are built (ZS_HAVE_MPI and ZS_HAVE_NCCL, set by
+// comm/CMakeLists.txt when ZS_MPI or ZS_CUDA is on).
 #include "comm/factory.h"
 
 #include <utility>
@@ -11,25 +12,43 @@
 #if ZS_HAVE_MPI
 #include "comm/mpi/mpi_backend.h"
 #endif
+#if ZS_HAVE_NCCL
+#include "comm/nccl/nccl_backend.h"
+#include "runtime/cuda/check.h"
+#endif
 
 namespace zs::comm {
+
+class MpiRuntime;  // comm/mpi/mpi_backend.h, when built
+
 namespace {
 
 constexpr bool kMpiBuilt = ZS_HAVE_MPI != 0;
+constexpr bool kNcclBuilt = ZS_HAVE_NCCL != 0;
+
+constexpr const char* kMpiPackages =
+    "install libopenmpi-dev and openmpi-bin (or libmpich-dev and mpich) and reconfigure with "
+    "-DZS_MPI=ON";
 
 [[noreturn]] void throw_not_built(const std::string& backend) {
   if (backend == "mpi") {
-    ZS_THROW(InvalidArgument,
-             "backend 'mpi' is not built into this zeroshard: install libopenmpi-dev and "
-             "openmpi-bin (or libmpich-dev and mpich) and reconfigure with -DZS_MPI=ON");
+    ZS_THROW(InvalidArgument, "backend 'mpi' is not built into this zeroshard: ", kMpiPackages);
   }
   ZS_THROW(InvalidArgument, "backend '", backend,
-           "' is not built into this zeroshard: needs CUDA + NCCL (the nccl backend is not "
-           "available yet; use 'mpi' or 'local')");
+           "' is not built into this zeroshard: needs CUDA + NCCL; install the CUDA toolkit and "
+           "NCCL and reconfigure with -DZS_CUDA=ON (and -DZS_NCCL_ROOT=<prefix> if NCCL is not "
+           "next to the toolkit), or use 'mpi' or 'local' with host tensors");
 }
 
-std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
-                                             std::chrono::milliseconds timeout) {
+// The MPI world and its runtime. Holding `runtime` keeps MPI initialized: a caller that builds
+// more on top of the world (the nccl backend) holds it until an error is logged, because
+// releasing the last reference while an exception unwinds aborts the whole MPI job.
+struct MpiWorld {
+  std::shared_ptr<MpiRuntime> runtime;
+  std::unique_ptr<Backend> backend;
+};
+
+MpiWorld form_mpi_world(const LaunchInfo& launch, std::chrono::milliseconds timeout) {
 #if ZS_HAVE_MPI
   auto runtime = std::make_shared<MpiRuntime>();
   try {
@@ -40,9 +59,7 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
                 " while its launcher belongs to another MPI; launch it with that MPI's mpirun "
                 "(e.g. mpirun.openmpi or mpirun.mpich) or rebuild against the launcher's MPI");
     std::unique_ptr<Backend> backend = MpiBackend::world(runtime, timeout);
-    // The communicator thread takes its log rank from the creating thread.
-    RankScope rank_scope(backend->rank());
-    return std::make_unique<Communicator>(std::move(backend));
+    return MpiWorld{runtime, std::move(backend)};
   } catch (const Error& e) {
     // Log before unwinding: releasing the runtime during unwinding aborts the MPI job, so the
     // other ranks stop now instead of waiting for this one.
@@ -56,27 +73,85 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
 #endif
 }
 
+std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
+                                             std::chrono::milliseconds timeout) {
+  MpiWorld world = form_mpi_world(launch, timeout);
+  // The communicator thread takes its log rank from the creating thread.
+  RankScope rank_scope(world.backend->rank());
+  return std::make_unique<Communicator>(std::move(world.backend));
+}
+
+std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
+                                              std::chrono::milliseconds timeout) {
+#if ZS_HAVE_NCCL
+  // Before MPI starts: every rank of a GPU-less node fails here alike, with the reason (and its
+  // rank as the launcher numbered it).
+  RankScope launch_scope(launch.rank);
+  const int devices = zs::cuda::cuda_device_count();
+  ZS_CHECK(devices > 0, "backend 'nccl' needs a CUDA device, but this process sees none (",
+           zs::cuda::cuda_unavailable_reason(),
+           "); run it where a GPU and its driver are present (and CUDA_VISIBLE_DEVICES does not "
+           "hide them), or use backend 'mpi' or 'local' with host tensors");
+  if (launch.local_size > devices) {
+    // Fine when the launcher gives each process its own GPU (srun --gpus-per-task=1 sets
+    // CUDA_VISIBLE_DEVICES per task); otherwise NCCL refuses two ranks on one GPU.
+    ZS_LOG_WARN(
+        "backend 'nccl': {} ranks on this node but {} visible CUDA device(s); ranks share a GPU "
+        "unless the launcher binds one GPU per process, and NCCL then fails with 'Duplicate GPU "
+        "detected': start at most {} ranks per node",
+        launch.local_size, devices, devices);
+  }
+  const int device = launch.local_rank % devices;
+  MpiWorld mpi;  // holds MPI up until a failure below is logged (see MpiWorld)
+  std::unique_ptr<Backend> bootstrap;
+  if (launch.by_mpi_launcher()) {
+    mpi = form_mpi_world(launch, timeout);
+    bootstrap = std::move(mpi.backend);
+  } else {
+    bootstrap = std::move(make_local_backends(1)[0]);
+  }
+  const int rank = bootstrap->rank();
+  const int size = bootstrap->size();
+  RankScope rank_scope(rank);
+  try {
+    // The nccl backend owns its bootstrap: with MPI, MPI is finalized after NCCL is destroyed.
+    std::unique_ptr<Backend> backend = NcclBackend::create(std::move(bootstrap), device, timeout);
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
+  } catch (const Error& e) {
+    ZS_LOG_ERROR("cannot form the NCCL world on rank {} of {} (cuda:{}): {}", rank, size, device,
+                 e.what());
+    throw;
+  }
+#else
+  (void)launch;
+  (void)timeout;
+  throw_not_built("nccl");
+#endif
+}
+
 }  // namespace
 
 std::vector<std::string> built_backends() {
   std::vector<std::string> names;
+  if (kNcclBuilt) names.push_back("nccl");
   if (kMpiBuilt) names.push_back("mpi");
   names.push_back("local");
   return names;
 }
 
 bool backend_built(const std::string& name) {
-  return name == "local" || (name == "mpi" && kMpiBuilt);
+  return name == "local" || (name == "mpi" && kMpiBuilt) || (name == "nccl" && kNcclBuilt);
 }
 
 std::string resolve_backend(const std::string& backend, const LaunchInfo& launch) {
   if (backend == "auto") {
+    // Never "nccl": it takes device tensors only (factory.h).
     if (launch.by_mpi_launcher()) {
       if (!kMpiBuilt) {
         ZS_THROW(InvalidArgument, "this process was started as ", launch.describe(),
                  ", which needs the mpi backend, but backend 'mpi' is not built into this "
-                 "zeroshard: install libopenmpi-dev and openmpi-bin (or libmpich-dev and mpich) "
-                 "and reconfigure with -DZS_MPI=ON");
+                 "zeroshard: ",
+                 kMpiPackages);
       }
       return "mpi";
     }
@@ -85,8 +160,25 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
              "or srun (mpi backend), or run them as threads of one process (run_local_ranks)");
     return "local";
   }
-  if (backend == "mpi" || backend == "nccl") {
+  if (backend == "mpi") {
     if (!backend_built(backend)) throw_not_built(backend);
+    return backend;
+  }
+  if (backend == "nccl") {
+    if (!backend_built(backend)) throw_not_built(backend);
+    // The NCCL group is formed over MPI under an MPI launcher, else over a world of one.
+    if (launch.by_mpi_launcher()) {
+      ZS_CHECK(kMpiBuilt,
+               "backend 'nccl' forms its group over MPI when a launcher starts the "
+               "ranks (this process was started as ",
+               launch.describe(),
+               "), but backend 'mpi' is not built into this zeroshard: ", kMpiPackages);
+    } else {
+      ZS_CHECK(launch.world_size == 1, "backend 'nccl' was asked for in a process started as ",
+               launch.describe(),
+               ", but zeroshard has no rendezvous for that launcher; start the ranks with mpirun "
+               "or srun");
+    }
     return backend;
   }
   if (backend == "local") {
@@ -107,6 +199,7 @@ std::unique_ptr<Communicator> make_world_communicator(const std::string& backend
                                                       std::chrono::milliseconds timeout) {
   const std::string resolved = resolve_backend(backend, launch);
   if (resolved == "mpi") return make_mpi_world(launch, timeout);
+  if (resolved == "nccl") return make_nccl_world(launch, timeout);
   std::vector<std::unique_ptr<Backend>> backends = make_local_backends(1);
   RankScope rank_scope(0);
   return std::make_unique<Communicator>(std::move(backends[0]));

@@ -1,13 +1,18 @@
 // The backend factory: the world communicator of a process that is one rank, by backend name.
 //
 // "auto" picks "mpi" when an MPI launcher (mpirun, mpiexec, srun) started the process and the
-// mpi backend is built, else "local" for a lone process (a world of one rank). "mpi" creates
-// MPI's runtime (MpiRuntime, owned by the backends: MPI is finalized when the last MPI
-// communicator is destroyed, so create the world once per process and keep it for the program's
-// life). "local" here is a world of one rank; N ranks as threads of one process are built by
-// run_local_ranks (comm/local/local_backend.h), not by this factory. A backend that this build
-// does not contain ("mpi" without -DZS_MPI=ON, "nccl" without CUDA + NCCL) fails by name with
-// the packages or options that add it.
+// mpi backend is built, else "local" for a lone process (a world of one rank). "auto" never
+// picks "nccl": that backend moves device tensors only, so choosing it is the caller's decision
+// (and a machine without a GPU must never get it). "mpi" creates MPI's runtime (MpiRuntime,
+// owned by the backends: MPI is finalized when the last MPI communicator is destroyed, so create
+// the world once per process and keep it for the program's life). "local" here is a world of one
+// rank; N ranks as threads of one process are built by run_local_ranks
+// (comm/local/local_backend.h), not by this factory. "nccl" (CUDA builds) forms the NCCL group
+// over a CPU bootstrap — the mpi world under an MPI launcher, else a one-rank local backend — on
+// GPU local_rank % (visible CUDA devices), so one GPU per rank on each node (or one visible GPU
+// per process, as srun --gpus-per-task gives); its Communicator takes tensors on that GPU only.
+// A backend that this build does not contain ("mpi" without -DZS_MPI=ON, "nccl" without
+// -DZS_CUDA=ON) fails by name with the packages or options that add it.
 //
 // The returned Communicator's thread logs as the world rank; set RankScope(comm->rank()) on
 // your own threads too. Thread-safe (creating two MPI worlds in one process is allowed, but
@@ -23,15 +28,18 @@
 
 namespace zs::comm {
 
-// Backend names this build contains, in preference order ("mpi" first when built, then "local").
+// Backend names this build contains, in preference order: "nccl" (device tensors) when built,
+// then "mpi" when built, then "local".
 std::vector<std::string> built_backends();
 bool backend_built(const std::string& name);
 
 // The world communicator of this process for `backend` ("auto", "mpi", "local", "nccl").
-// `timeout` bounds forming the world (every rank must start within it). Throws InvalidArgument
-// for an unknown or unbuilt backend, or a launch the backend cannot serve (e.g. "local" in a
-// process that mpirun started as one of N ranks); CommError/CommTimeout if MPI cannot form the
-// world, after which the job is aborted (the other ranks stop instead of waiting).
+// `timeout` bounds forming the world (every rank must start within it; for "nccl", forming the
+// bootstrap and then the NCCL group). Throws InvalidArgument for an unknown or unbuilt backend,
+// a launch the backend cannot serve (e.g. "local" in a process that mpirun started as one of N
+// ranks), or "nccl" in a process that sees no CUDA device (naming CUDA's reason);
+// CommError/CommTimeout if MPI or NCCL cannot form the world — under MPI the job is then
+// aborted (the other ranks stop instead of waiting).
 std::unique_ptr<Communicator> make_world_communicator(
     const std::string& backend = "auto", const LaunchInfo& launch = detect_launch(),
     std::chrono::milliseconds timeout = default_timeout());
