@@ -1,6 +1,9 @@
 // Step time and peak per-rank memory of one GPT trained through ShardedModel on local ranks
 // (threads of this process, each with cores / ranks intra-op threads), for ZeRO stages 0, 1, 2, 3
-// in fp32 and in bf16 (param_dtype = reduce_dtype = bf16), stage 3 with prefetch on and off.
+// in fp32 and in bf16 (param_dtype = reduce_dtype = bf16), stage 3 with prefetch on and off,
+// stages 2/3 under each limit on gradient reductions in flight (reductions=, default 2; the
+// grads column shows what the limit bounds: the full unit gradients waiting for their
+// reduce-scatter).
 // The issue's target: stage 3 <= 1.15 x stage 0 on the local backend with prefetch on; the ratio
 // is printed from the same run, per dtype (and per round with rounds > 1).
 //
@@ -28,7 +31,7 @@
 // Prints; never asserts.
 //
 // Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
-// rounds, dtypes, stages, prefetch, cache; see kUsage)
+// rounds, dtypes, stages, prefetch, reductions, cache; see kUsage)
 // A quick check: zs-bench-sharding width=64 layers=2 context=32 steps=2 warmup=1
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -247,6 +250,7 @@ struct RunConfig {
   int stage = 0;
   zs::DType dtype = zs::DType::kF32;
   bool prefetch = true;
+  int max_reductions = 2;  // ShardingConfig::max_reductions_in_flight (stages 2/3)
 };
 
 struct Workload {
@@ -356,6 +360,7 @@ Result run(const RunConfig& config, const Workload& work) {
         sharding.param_dtype = config.dtype;
         sharding.reduce_dtype = config.dtype;
         sharding.prefetch = config.prefetch;
+        sharding.max_reductions_in_flight = config.max_reductions;
         zs::sharding::ShardedModel sharded(model, comm, allocator, sharding);
         zs::optim::AdamWOptions adam;
         adam.weight_decay = 0.01f;
@@ -498,7 +503,8 @@ const char* dtype_label(zs::DType dtype) { return dtype == zs::DType::kF32 ? "fp
 
 std::string label(const RunConfig& c) {
   return "ZeRO-" + std::to_string(c.stage) + " " + dtype_label(c.dtype) +
-         (c.stage == 3 ? (c.prefetch ? " pf" : " no-pf") : "");
+         (c.stage == 3 ? (c.prefetch ? " pf" : " no-pf") : "") +
+         (c.stage >= 2 ? " r" + std::to_string(c.max_reductions) : "");
 }
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -595,6 +601,7 @@ const char kUsage[] =
     "  steps=6 warmup=2 (>= 1: stage 3 records its prefetch order on the first step)\n"
     "  rounds=1     repeat the whole sweep, interleaved; figures pool the rounds' steps\n"
     "  dtypes=fp32,bf16 stages=0,1,2,3 prefetch=on,off (stage 3)   which runs\n"
+    "  reductions=2 stages 2/3: max gradient reductions in flight, a list (0 = no limit)\n"
     "  cache=on     the CpuAllocator's cache of freed blocks (off: every free goes to malloc)\n"
     "  quick check: %s width=64 layers=2 context=32 steps=2 warmup=1\n";
 
@@ -608,7 +615,7 @@ int main(int argc, char** argv) {
   work.gpt.context = 128;
   int rounds = 1;
   std::vector<std::string> dtypes{"fp32", "bf16"}, stages{"0", "1", "2", "3"},
-      prefetch{"on", "off"};
+      prefetch{"on", "off"}, reductions{"2"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
@@ -637,6 +644,8 @@ int main(int argc, char** argv) {
       stages = split_list(value);
     } else if (key == "prefetch") {
       prefetch = split_list(value);
+    } else if (key == "reductions") {
+      reductions = split_list(value);
     } else if (key == "cache" && (value == "on" || value == "off")) {
       work.allocator_cache = value == "on";
     } else {
@@ -651,15 +660,24 @@ int main(int argc, char** argv) {
     const zs::DType dtype = d == "bf16" ? zs::DType::kBF16 : zs::DType::kF32;
     for (const std::string& st : stages) {
       const int stage = std::atoi(st.c_str());
-      if (stage != 3) {
-        configs.push_back({stage, dtype, true});
+      if (stage < 2) {
+        configs.push_back({stage, dtype, true, 0});
         continue;
       }
-      for (const std::string& p : prefetch) configs.push_back({3, dtype, p == "on"});
+      for (const std::string& r : reductions) {
+        const int limit = std::atoi(r.c_str());
+        if (stage == 2) {
+          configs.push_back({2, dtype, true, limit});
+          continue;
+        }
+        for (const std::string& p : prefetch) configs.push_back({3, dtype, p == "on", limit});
+      }
     }
   }
-  bool valid_configs = !configs.empty();
-  for (const RunConfig& c : configs) valid_configs = valid_configs && c.stage >= 0 && c.stage <= 3;
+  bool valid_configs = !configs.empty() && !reductions.empty();
+  for (const RunConfig& c : configs) {
+    valid_configs = valid_configs && c.stage >= 0 && c.stage <= 3 && c.max_reductions >= 0;
+  }
   if (work.gpt.width < 1 || work.gpt.n_layer < 1 || work.steps < 1 || work.warmup < 1 ||
       work.gpt.context < 1 || work.ranks < 1 || work.global_batch < 1 ||
       work.global_batch % work.ranks != 0 || work.gpt.width % work.gpt.n_head != 0 || rounds < 1 ||
@@ -700,16 +718,16 @@ int main(int argc, char** argv) {
     for (Runs& r : runs) {
       r.rounds.push_back(run(r.config, work));
       if (rounds > 1) {
-        std::fprintf(stderr, "round %d %-17s %8.1f ms/step (others %.0f%%, steal %.0f%%)\n",
+        std::fprintf(stderr, "round %d %-21s %8.1f ms/step (others %.0f%%, steal %.0f%%)\n",
                      round + 1, label(r.config).c_str(), median(r.rounds.back().step_ms),
                      100 * r.rounds.back().others_cpu_share, 100 * r.rounds.back().steal_share);
       }
     }
   }
 
-  std::printf("%5s %5s %8s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s %8s\n", "stage",
-              "dtype", "prefetch", "ms/step", "best", "worst", "tok/s", "GFLOP/s", "params",
-              "grads", "master", "optim", "activ", "comm", "total", "reserved");
+  std::printf("%5s %5s %8s %6s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s %8s\n", "stage",
+              "dtype", "prefetch", "reduc", "ms/step", "best", "worst", "tok/s", "GFLOP/s",
+              "params", "grads", "master", "optim", "activ", "comm", "total", "reserved");
   for (const Runs& r : runs) {
     const std::vector<double> steps = r.all_steps_ms();
     const double ms = median(steps);
@@ -721,11 +739,14 @@ int main(int argc, char** argv) {
       peak_reserved = std::max(peak_reserved, result.peak_reserved);
     }
     std::printf(
-        "%5d %5s %8s %9.1f %8.1f %8.1f %8.0f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | "
+        "%5d %5s %8s %6s %9.1f %8.1f %8.1f %8.0f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | "
         "%7.2f %8.2f\n",
         r.config.stage, dtype_label(r.config.dtype),
-        r.config.stage == 3 ? (r.config.prefetch ? "on" : "off") : "-", ms,
-        *std::min_element(steps.begin(), steps.end()),
+        r.config.stage == 3 ? (r.config.prefetch ? "on" : "off") : "-",
+        r.config.stage < 2             ? "-"
+        : r.config.max_reductions == 0 ? "none"
+                                       : std::to_string(r.config.max_reductions).c_str(),
+        ms, *std::min_element(steps.begin(), steps.end()),
         *std::max_element(steps.begin(), steps.end()), tokens / (ms / 1e3),
         flops / (ms / 1e3) / 1e9, mib(peak[0]), mib(peak[1]), mib(peak[2]), mib(peak[3]),
         mib(peak[4]), mib(peak[5]), mib(peak_total), mib(peak_reserved));
@@ -739,7 +760,10 @@ int main(int argc, char** argv) {
     for (const Runs& r : runs) {
       if (r.config.dtype != dtype) continue;
       if (r.config.stage == 0) stage0 = &r;
-      if (r.config.stage == 3) stage3[r.config.prefetch ? 1 : 0] = &r;
+      // Stage 3 under the first limit of reductions=.
+      if (r.config.stage == 3 && r.config.max_reductions == std::atoi(reductions[0].c_str())) {
+        stage3[r.config.prefetch ? 1 : 0] = &r;
+      }
     }
     if (stage0 == nullptr || (stage3[0] == nullptr && stage3[1] == nullptr)) continue;
     if (!header) {
@@ -781,11 +805,11 @@ int main(int argc, char** argv) {
       "  others%% = CPU share other processes took of the machine during the measured steps, "
       "steal%% = share the hypervisor took (a VM)\n",
       rounds > 1 ? " and rounds" : "");
-  std::printf("%-17s", "config");
+  std::printf("%-21s", "config");
   for (const Column& c : kColumns) std::printf("%s %6s", c.new_group ? " |" : "", c.name);
   std::printf("\n");
   for (const Runs& r : runs) {
-    std::printf("%-17s", label(r.config).c_str());
+    std::printf("%-21s", label(r.config).c_str());
     for (const Column& c : kColumns) {
       std::printf("%s %6.1f", c.new_group ? " |" : "", r.mean(c.value));
     }

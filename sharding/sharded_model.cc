@@ -64,6 +64,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
            " reduce-scatters gradients; use ddp_sync = bucketed with this stage, or stage 0");
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
+  ZS_CHECK(config.max_reductions_in_flight >= 0,
+           "sharding: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
+           config.max_reductions_in_flight);
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
            "sharding: param_dtype and reduce_dtype must be fp32, fp16 or bf16, got ",
            dtype_name(config.param_dtype), " and ", dtype_name(config.reduce_dtype));
@@ -306,7 +309,24 @@ void ShardedModel::install_grad_buffer(Unit& u) {
   }
 }
 
+void ShardedModel::wait_for_reductions(size_t keep) {
+  while (reducing_.size() > keep) {
+    Unit& oldest = *reducing_.front();
+    reducing_.pop_front();
+    // Work::complete drops the collective's buffers before wait() returns: the unit's full
+    // gradient (or its reduce_dtype copy) is freed here. The reduced shard is accumulated in
+    // finish_backward, in unit order as without the limit, so no bit changes.
+    for (comm::WorkPtr& work : oldest.reductions) work->wait();
+    oldest.reductions.clear();
+  }
+}
+
 void ShardedModel::reduce_grads(Unit& u) {
+  if (config_.stage >= 2 && config_.max_reductions_in_flight > 0) {
+    // Rate limit: make room for this unit's reduction before its send buffer is allocated, so
+    // at most max_reductions_in_flight reductions (this one included) hold full gradients.
+    wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
+  }
   const comm::CollectiveOptions options{comm::default_timeout(), "gradients of " + u.name};
   // What travels: the flat gradient, cast to reduce_dtype if that differs.
   Tensor send = u.grad_full;
@@ -352,6 +372,7 @@ void ShardedModel::reduce_grads(Unit& u) {
     // The Work keeps the full gradient alive until the reduction has read it.
     for (models::Parameter* p : u.params) p->tensor().set_grad(Tensor());
     u.grad_full = Tensor();
+    reducing_.push_back(&u);
   }
 }
 
@@ -395,6 +416,7 @@ void ShardedModel::finish_backward() {
   if (config_.stage == 1) {
     for (auto& u : units_) reduce_grads(*u);
   }
+  reducing_.clear();  // every reduction is waited for below
   for (auto& u : units_) {
     for (comm::WorkPtr& work : u->reductions) work->wait();
     u->reductions.clear();

@@ -17,7 +17,8 @@
 // Unit boundaries are tape nodes (runtime/autograd.h record_boundary): the backward of a unit's
 // "end" node gathers its parameters (stage 3) and installs its gradient buffer; the backward of
 // its "begin" node launches the gradient reduction (asynchronous on the communicator's thread)
-// and releases what stage 3 frees. finish_backward() waits for the reductions.
+// and releases what stage 3 frees; at stages 2/3 it first waits for the oldest reductions beyond
+// ShardingConfig::max_reductions_in_flight. finish_backward() waits for the rest.
 //
 // Stage 3 prefetch: see ShardingConfig. The live gathered bytes are tracked
 // (live_gathered_bytes(), peak_live_gathered_bytes()).
@@ -52,7 +53,9 @@
 // 0 keeps its compute gradients beside the fp32 ones, stage 1 keeps the full compute gradients
 // (it reduce-scatters at the end of backward), and mixed stages 1/2 keep the compute-dtype
 // shard. During a step, stages 2/3 add one unit's full gradient (pΨ_u) per unit in backward,
-// stage 3 its gathered units (pΨ_u each, at most max_live_gathered_bytes plus one unit), and
+// each alive until its reduction has read it (at most max_reductions_in_flight of those
+// besides the units still in backward), stage 3 its gathered units (pΨ_u each, at most
+// max_live_gathered_bytes plus one unit), and
 // comm_buffers hold reduce_dtype copies where it differs from param_dtype.
 // tests/sharding/mixed_precision_test.cc checks the table exactly.
 //
@@ -62,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -120,6 +124,26 @@ struct ShardingConfig {
   size_t max_live_gathered_bytes = 0;
   // Units whose full parameters are smaller than this stay gathered (never released).
   size_t keep_gathered_below_bytes = 0;
+  // Stages 2/3: the most gradient reductions left running on the communicator's thread while
+  // backward goes on; 0 = no limit. A unit's full gradient (pΨ_u; with a reduce_dtype cast,
+  // its reduce_dtype copy) lives until its reduce-scatter has read it, so without a limit a
+  // slow communicator can leave every unit's full gradient of the step alive at once. With a
+  // limit L, a unit's "begin" boundary in backward first waits for the oldest reductions (in
+  // launch order) until fewer than L run, which frees their buffers, then launches its own: at
+  // most L reductions' buffers plus the gradients being computed (the unit in backward and the
+  // units enclosing it, e.g. the root) are alive, so the gradient peak is bounded by (L + 1)
+  // full unit gradients (+ enclosing units) plus the fp32 shards.
+  // What it trades: overlap. The backward stalls whenever the communicator is L reductions
+  // behind, instead of computing on while the reductions queue up; L = 1 serializes each unit's
+  // reduction with the next unit's backward. It is the gradient-side twin of FSDP's rate
+  // limiter (limit_all_gathers: the CPU waits once 2 freed all-gathers are queued,
+  // "empirically chosen") and of DeepSpeed's reduce_bucket_size (a fixed-size bucket is
+  // reduced before the next fills); the default 2 is FSDP's number. Changes no result bits: the
+  // reductions and the accumulation in finish_backward happen in the same order either way.
+  // Stages 0/1 ignore it (their full gradients are persistent). At stage 3 the backward's
+  // all-gathers queue on the same communicator behind the older reductions, which bounds them
+  // too (with prefetch about one in flight): the limit matters most at stage 2.
+  int max_reductions_in_flight = 2;
 };
 
 // A contiguous run of parameter elements inside a rank's local master shard.
@@ -195,6 +219,9 @@ class ShardedModel {
   // The ranks the parameters are sharded over: the world, or this rank's hybrid group. A
   // global gradient norm sums the local shards over this group (replicas hold the same values).
   comm::Communicator& shard_group() { return *shard_comm_; }
+  // Hybrid: the ranks holding replicas of this rank's shards (the gradient shards are
+  // all-reduced over it); null otherwise.
+  comm::Communicator* replica_group() { return inter_group_.get(); }
   size_t live_gathered_bytes() const { return live_gathered_bytes_; }
   size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
   // False once an order change disabled prefetching.
@@ -215,6 +242,8 @@ class ShardedModel {
   void release(Unit& unit);
   void install_grad_buffer(Unit& unit);
   void reduce_grads(Unit& unit);
+  // Stages 2/3: waits for the oldest reductions of reducing_ until at most `keep` are left.
+  void wait_for_reductions(size_t keep);
   // Stage 0 with DdpSync::kGatherScatter: the gradient average of `send` through rank 0.
   void gather_reduce_scatter(Unit& unit, const Tensor& send,
                              const comm::CollectiveOptions& options);
@@ -230,6 +259,9 @@ class ShardedModel {
   Allocator& allocator_;
   ShardingConfig config_;
   std::vector<std::unique_ptr<Unit>> units_;
+  // Stages 2/3: the units whose reductions this backward launched and nobody waited for yet,
+  // in launch order (the rate limit of max_reductions_in_flight waits for the front).
+  std::deque<Unit*> reducing_;
   std::vector<LocalShard> shards_;
   Schedule forward_schedule_;
   Schedule backward_schedule_;

@@ -126,6 +126,11 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--keep-gathered-below", keep_below,
                  "stage 3: units smaller than this stay gathered")
       ->group(kParallel);
+  app.add_option("--max-reductions-in-flight", c.max_reductions_in_flight,
+                 "stages 2/3: gradient reductions left running during backward, each holding a "
+                 "unit's full gradient (default 2; 0 = no limit: more overlap, more memory)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kParallel);
 
   const std::string kPrecision = "Precision";
   app.add_option("--precision", precision, "fp32, fp16 (dynamic loss scaling) or bf16")

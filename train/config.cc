@@ -391,6 +391,9 @@ void validate(const TrainConfig& c, int world) {
            "--backend must be local, mpi or auto, got '", c.backend, "'");
   ZS_CHECK(c.ranks >= 1, "--ranks must be >= 1, got ", c.ranks);
   ZS_CHECK(c.hybrid_group >= 0, "--hybrid-group must be >= 0, got ", c.hybrid_group);
+  ZS_CHECK(c.max_reductions_in_flight >= 0,
+           "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
+           c.max_reductions_in_flight);
   if (c.hybrid_group > 0) {
     ZS_CHECK(c.stage == 3,
              "--hybrid-group needs --zero-stage 3 (hybrid = ZeRO-3 inside a group), "

@@ -60,6 +60,9 @@ struct TrainConfig {
   size_t max_live_gathered_bytes = 0;    // stage 3 gathered-parameter limit, 0 = none
   size_t keep_gathered_below_bytes = 0;  // stage 3 units smaller than this stay gathered
   int threads = 0;                       // compute threads per rank, 0: cores / local ranks
+  // Stages 2/3: gradient reductions left running while backward goes on (memory for overlap;
+  // sharding::ShardingConfig::max_reductions_in_flight), 0 = no limit.
+  int max_reductions_in_flight = 2;
 
   // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
   // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).

@@ -192,6 +192,7 @@ class RankRun {
     s.prefetch = c_.prefetch;
     s.max_live_gathered_bytes = c_.max_live_gathered_bytes;
     s.keep_gathered_below_bytes = c_.keep_gathered_below_bytes;
+    s.max_reductions_in_flight = c_.max_reductions_in_flight;
     sharding_config_ = s;
     sharded_ = std::make_unique<sharding::ShardedModel>(task_->model(), comm_, allocator_, s);
     if (!c_.init_from.empty()) {
@@ -363,6 +364,7 @@ class RankRun {
   void begin_profiled_step() {
     comm_.stats().reset();
     if (&sharded_->shard_group() != &comm_) sharded_->shard_group().stats().reset();
+    if (sharded_->replica_group()) sharded_->replica_group()->stats().reset();
     tracker_.reset_peaks();
     if (!c_.profile_memory.empty()) {
       for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
@@ -376,8 +378,11 @@ class RankRun {
   void end_profiled_step() {
     // Hybrid: the shard group's collectives are on their own communicator; add them.
     step_traffic_ = snapshot(comm_.stats());
-    if (&sharded_->shard_group() != &comm_) {
-      const StepTraffic group = snapshot(sharded_->shard_group().stats());
+    std::vector<comm::Communicator*> groups;
+    if (&sharded_->shard_group() != &comm_) groups.push_back(&sharded_->shard_group());
+    if (sharded_->replica_group()) groups.push_back(sharded_->replica_group());
+    for (comm::Communicator* group_comm : groups) {
+      const StepTraffic group = snapshot(group_comm->stats());
       for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
         step_traffic_[k].calls += group[k].calls;
         step_traffic_[k].bytes_sent += group[k].bytes_sent;
@@ -534,6 +539,10 @@ class RankRun {
     f.micro_batches = c_.grad_accum;
     f.param_bytes = dtype_size(sharding_config_.param_dtype);
     f.reduce_bytes = dtype_size(sharding_config_.reduce_dtype);
+    if (comm::Communicator* replicas = sharded_->replica_group()) {
+      f.replica_group = replicas->size();
+      f.rank_in_replicas = replicas->rank();
+    }
     for (const auto& unit : sharded_->units()) {
       f.padded_numel.push_back(unit.padded_numel);
       f.kept_gathered.push_back(static_cast<size_t>(unit.padded_numel) * f.param_bytes <
@@ -606,6 +615,7 @@ MemoryEstimate model_state_estimate(const TrainConfig& c, const std::vector<Memo
   m.prefetch = c.prefetch;
   m.max_live_gathered_bytes = c.max_live_gathered_bytes;
   m.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
+  m.max_reductions_in_flight = c.max_reductions_in_flight;
   return estimate_memory(units, m);
 }
 

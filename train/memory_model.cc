@@ -197,10 +197,15 @@ struct Transients {
 };
 
 // Replays the gradient reductions of one micro-batch: which transient gradient and staging
-// buffers are alive when, if at most `in_flight` reductions are still running after a launch
-// (older ones have completed and dropped their buffers).
+// buffers are alive when. Reductions complete in launch order (one communicator thread, FIFO);
+// at stages 2/3, when a reduction is launched at most `keep_before` older ones still run (its
+// send buffer is allocated after those completed: the engine's rate limit waits before it),
+// and right after the launch at most `keep_after` (this one included). Completed reductions
+// have dropped their buffers. The engine's limit L is (L − 1, L); "k reductions run at once" is
+// (k, k); "none completes before finish_backward" is (∞, ∞).
 Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, const Sizes& sizes,
-                                const MemoryModelConfig& config, size_t in_flight) {
+                                const MemoryModelConfig& config, size_t keep_before,
+                                size_t keep_after) {
   const int stage = config.stage;
   const bool cast = sizes.r != sizes.p;  // a reduce_dtype copy of the gradient travels
   // Stages 1–3 reduce into a staging shard unless the result can land in the fp32 gradient.
@@ -212,10 +217,18 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
     uint64_t grads, comm;
   };
   std::deque<Launched> running;
+  auto complete_until = [&](size_t keep) {
+    while (running.size() > keep) {
+      grads -= running.front().grads;
+      comm -= running.front().comm;
+      running.pop_front();
+    }
+  };
   auto launch = [&](size_t u) {
     const uint64_t full_grad = stage >= 2 ? sizes.padded[u] * sizes.p : 0;
     const uint64_t send = cast ? sizes.padded[u] * sizes.r : 0;
     const uint64_t reduced = staged ? sizes.shard[u] * sizes.r : 0;
+    if (stage >= 2) complete_until(keep_before);
     comm += send + reduced;
     peak.comm = std::max(peak.comm, comm);
     if (stage == 0) return;  // stage 0 keeps its send buffer as the reduced result
@@ -223,11 +236,7 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
     // cast copy, or else the gradient itself) until it completes. A cast gradient is dropped now.
     if (cast) grads -= full_grad;
     running.push_back({cast ? 0 : full_grad, send});
-    while (running.size() > in_flight) {
-      grads -= running.front().grads;
-      comm -= running.front().comm;
-      running.pop_front();
-    }
+    complete_until(keep_after);
   };
   if (stage == 1) {
     for (size_t u = 0; u < sizes.padded.size(); ++u) launch(u);  // all in finish_backward
@@ -269,6 +278,9 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
            "memory model: param_dtype and reduce_dtype must be fp32, fp16 or bf16");
   ZS_CHECK(config.reductions_in_flight >= 0, "memory model: reductions_in_flight must be >= 0");
+  ZS_CHECK(config.max_reductions_in_flight >= 0,
+           "memory model: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
+           config.max_reductions_in_flight);
   if (config.hybrid_group > 0) {
     ZS_CHECK(config.stage == 3, "memory model: hybrid sharding (group ", config.hybrid_group,
              ") needs stage 3, got stage ", config.stage);
@@ -341,14 +353,26 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
       (*peak)[kParams] += estimate.gathered_window_bytes - kept_bytes;
     }
   }
-  const std::pair<CategoryBytes*, size_t> models[] = {
-      {&estimate.peak, static_cast<size_t>(config.reductions_in_flight)},
-      {&estimate.peak_low, 0},
-      {&estimate.peak_high, std::numeric_limits<size_t>::max()}};
-  for (const auto& [peak, in_flight] : models) {
-    const Transients transients = reduction_transients(tape, sizes, config, in_flight);
-    (*peak)[kGrads] += transients.grads;
-    (*peak)[kComm] += transients.comm;
+  // The reduction models (see reduction_transients): peak_low, every reduction completes at
+  // once; peak_high, none completes before finish_backward or, under the engine's rate limit L
+  // (stages 2/3), L run after each launch; peak, the limit's bound when there is one, else
+  // `reductions_in_flight` running at once.
+  constexpr size_t kAll = std::numeric_limits<size_t>::max();
+  const size_t limit = stage >= 2 ? static_cast<size_t>(config.max_reductions_in_flight) : 0;
+  const size_t assumed = static_cast<size_t>(config.reductions_in_flight);
+  struct Model {
+    CategoryBytes* peak;
+    size_t keep_before, keep_after;
+  };
+  const Model models[] = {
+      {&estimate.peak_low, 0, 0},
+      {&estimate.peak_high, limit > 0 ? limit - 1 : kAll, limit > 0 ? limit : kAll},
+      {&estimate.peak, limit > 0 ? limit - 1 : assumed, limit > 0 ? limit : assumed}};
+  for (const Model& model : models) {
+    const Transients transients =
+        reduction_transients(tape, sizes, config, model.keep_before, model.keep_after);
+    (*model.peak)[kGrads] += transients.grads;
+    (*model.peak)[kComm] += transients.comm;
   }
 
   if (config.offload == OffloadKind::kOptimizer) {

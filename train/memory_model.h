@@ -16,7 +16,8 @@
 //   gradients        stage 0: P·p, plus an fp32 accumulator 4P unless fp32 reduces in place;
 //                    with accumulation in fp32, a 4P micro-batch buffer that lives until the
 //                    next step's backward. Stage 1: P·p + 4S. Stages 2/3: 4S, plus P·p per unit
-//                    from its backward until its reduce-scatter has read it.
+//                    from its backward until its reduce-scatter has read it (at most
+//                    max_reductions_in_flight such units besides those still in backward).
 //   optimizer_state  AdamW 8, SGD with momentum 4, plain SGD 0 bytes per master element (P in
 //                    stage 0, S otherwise).
 //   comm_buffers     during backward only: a reduce_dtype copy of a unit's gradient when r != p
@@ -27,16 +28,23 @@
 // `steady` is what a rank holds between steps (after after_step): it equals the MemoryTracker's
 // current bytes per category, exactly. `peak` is each category's peak during a step: exact where
 // the engine's buffer lifetimes are decided on the compute thread (the stage-3 gathered window is
-// simulated with the recorded order, prefetch and the live-bytes limit), and a model where they
+// simulated with the recorded order, prefetch and the live-bytes limit), and bounded where they
 // end when a reduction completes on the communicator's thread (stage ≥ 2 gradient buffers,
-// reduce_dtype staging copies): `reductions_in_flight` reductions are assumed to run at once;
-// `peak_low` (every reduction completes at once) and `peak_high` (none completes before
-// finish_backward) bound what can be measured (on the local backend, 1 rank measures peak_low
-// and 4 ranks on 2 cores measured peak_high: nothing in the engine bounds how many reductions
-// are in flight). Activations and workspace depend on the batch
-// and are not estimated. Stage 0 is modeled with the default DdpSync::kBucketed (kPerTensor
-// allocates the same buffers; kGatherScatter's rank 0 also holds an N × P·r gather buffer of the
-// unit it is reducing, which the model leaves out).
+// reduce_dtype staging copies). Reductions complete in launch order; `peak_low` is the peak if
+// each completes as soon as it is launched, `peak_high` if they complete as late as the engine
+// lets them: with `max_reductions_in_flight` = L > 0 (ShardingConfig's rate limit, stages 2/3),
+// a unit's reduction is launched only once at most L − 1 older ones still run, so at most L
+// units' full gradients (or reduce_dtype copies) wait for their reduce-scatter besides the
+// units still in backward; with L = 0 none is assumed to complete before finish_backward. The
+// measured peak lies in [peak_low, peak_high] and reaches peak_high whenever the communicator
+// falls L reductions behind (on the local backend 4 ranks on 2 cores do; 1 rank measures
+// peak_low). With a limit, `peak` is peak_high — the bound the engine enforces, what a budget
+// can rely on; with L = 0, `peak` assumes `reductions_in_flight` reductions run at once (an
+// estimate, not a bound: without a limit nothing stops a slow communicator from leaving every
+// unit's full gradient of the step alive, peak_high). Activations and workspace depend on the
+// batch and are not estimated. Stage 0 is modeled with the default DdpSync::kBucketed
+// (kPerTensor allocates the same buffers; kGatherScatter's rank 0 also holds an N × P·r gather
+// buffer of the unit it is reducing, which the model leaves out).
 //
 // Offload of optimizer state and master weights to the host is not implemented in the engine
 // yet: with OffloadKind::kOptimizer the model moves master_weights and optimizer_state to `host`
@@ -100,7 +108,11 @@ struct MemoryModelConfig {
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;
   size_t keep_gathered_below_bytes = 0;
-  // Reductions assumed to run at once on the communicator's thread (peak's model; >= 0).
+  // ShardingConfig::max_reductions_in_flight: the engine's limit on gradient reductions left
+  // running at stages 2/3 (>= 0; 0 = no limit). Sets peak_high, and peak when > 0.
+  int max_reductions_in_flight = 2;
+  // With no limit (max_reductions_in_flight = 0): the reductions assumed to run at once on the
+  // communicator's thread (peak's model; >= 0).
   int reductions_in_flight = 1;
   OffloadKind offload = OffloadKind::kNone;
 };
@@ -121,7 +133,8 @@ struct MemoryEstimate {
   int64_t numel = 0;         // Σ unit numel
   int64_t padded_numel = 0;  // Σ unit padded numel
   CategoryBytes steady;      // device, between steps
-  CategoryBytes peak;        // device, per-category peak in a step (reductions_in_flight model)
+  CategoryBytes peak;        // device, per-category peak in a step (the limit's bound, or the
+                             // reductions_in_flight model without one)
   CategoryBytes peak_low;    // lower bound of the measurable peak
   CategoryBytes peak_high;   // upper bound of the measurable peak
   // Stage 3: the most gathered (full) parameter bytes alive at once, kept units included —

@@ -66,10 +66,18 @@ std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const Traffic
         add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, micro);
         add(comm::CollectiveKind::kAllGather, n * f.param_bytes, 1);
         break;
-      default:  // 3: gathered in forward and in backward of each micro-batch
+      default: {  // 3: gathered in forward and in backward of each micro-batch
         add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, micro);
         add(comm::CollectiveKind::kAllGather, n * f.param_bytes, kept ? 1 : 2 * micro);
+        // Hybrid: each micro-batch's reduced shard is averaged over the replicas.
+        const uint64_t shard = n / static_cast<uint64_t>(f.shard_group);
+        sent[static_cast<int>(comm::CollectiveKind::kAllReduce)] +=
+            micro * comm::collective_traffic(comm::CollectiveKind::kAllReduce,
+                                             shard * f.reduce_bytes, f.replica_group,
+                                             f.rank_in_replicas, 0)
+                        .sent;
         break;
+      }
     }
   }
   return sent;

@@ -110,6 +110,22 @@ TEST(MpiSharding, StagesAreBitwiseIdentical) {
   EXPECT_LT(reference.losses.back(), reference.losses.front()) << "rank " << rank;
 }
 
+TEST(MpiSharding, ReductionLimitChangesNoBits) {
+  const int rank = world().rank();
+  const int size = world().size();
+  const RunResult reference = testing::train(size, 0, kSteps, {}, run_on_mpi_world);
+  for (int stage : {2, 3}) {
+    for (int limit : {0, 1}) {
+      ShardingConfig config;
+      config.max_reductions_in_flight = limit;
+      const RunResult run = testing::train(size, stage, kSteps, config, run_on_mpi_world);
+      EXPECT_TRUE(same_param_bits(run, reference))
+          << "stage " << stage << " limit " << limit << " rank " << rank;
+      EXPECT_EQ(run.losses, reference.losses) << "stage " << stage << " limit " << limit;
+    }
+  }
+}
+
 TEST(MpiSharding, EqualsTheLocalBackendBitwise) {
   const int rank = world().rank();
   const int size = world().size();

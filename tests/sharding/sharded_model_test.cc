@@ -1,16 +1,20 @@
-// ZeRO stages 0–3 on the local backend: bitwise parity across stages at equal world size,
-// agreement across world sizes 1–4 with the single-rank run, sharded init equal to unsharded
-// init, and released parameters that error by name. The model, batch, training loop and memory
+// ZeRO stages 0–3 on the local backend: bitwise parity across stages at equal world size (and
+// under every limit on reductions in flight), agreement across world sizes 1–4 with the
+// single-rank run, sharded init equal to unsharded init, released parameters that error by name,
+// and the gradient peak the reduction limit bounds. The model, batch, training loop and memory
 // formulas are shared with the MPI runs (tests/sharding/sharding_test_util.h).
 #include "sharding/sharded_model.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/fault_backend.h"
 #include "comm/local/local_backend.h"
 #include "models/gpt.h"
 #include "optim/loss_scaler.h"
@@ -191,6 +195,79 @@ TEST(ShardedModel, PrefetchAndItsLimitChangeNoBits) {
   EXPECT_EQ(train(2, 3, 4, limited).params, reference.params);
 }
 
+TEST(ShardedModel, ReductionLimitChangesNoBits) {
+  const RunResult reference = train(2, 0, 4);
+  for (int stage : {2, 3}) {
+    for (int limit : {0, 1, 2, 3}) {
+      ShardingConfig config;
+      config.max_reductions_in_flight = limit;
+      const RunResult run = train(2, stage, 4, config);
+      EXPECT_EQ(run.params, reference.params) << "stage " << stage << " limit " << limit;
+      EXPECT_EQ(run.losses, reference.losses) << "stage " << stage << " limit " << limit;
+    }
+  }
+  // With accumulation (staged reduced shards) and a cast to another reduce dtype.
+  RunOptions accumulate;
+  accumulate.micro_batches = 2;
+  accumulate.stage = 2;
+  ShardingConfig unlimited;
+  unlimited.max_reductions_in_flight = 0;
+  unlimited.param_dtype = DType::kBF16;
+  ShardingConfig one = unlimited;
+  one.max_reductions_in_flight = 1;
+  for (int stage : {2, 3}) {
+    accumulate.stage = stage;
+    EXPECT_EQ(train(accumulate, one).params, train(accumulate, unlimited).params)
+        << "stage " << stage;
+  }
+}
+
+// A communicator that sleeps before every collective falls behind the backward, so each unit's
+// full gradient stays alive until the rate limit waits for its reduction: at stage 2 the peak of
+// gradient bytes is exactly the fp32 shards + the root's full gradient (computed through the
+// whole backward) + (limit + 1) blocks' full gradients — all of them without a limit.
+TEST(ShardedModel, ReductionLimitBoundsTheGradientPeakUnderASlowCommunicator) {
+  models::GptConfig gpt = uneven_config();
+  gpt.n_layer = 4;
+  for (int limit : {0, 1, 2, 3}) {
+    comm::LocalRunOptions slow;
+    slow.wrap_backend = [](std::unique_ptr<comm::Backend> backend, int) {
+      comm::FaultSettings settings;
+      settings.delay = std::chrono::milliseconds(20);
+      return std::unique_ptr<comm::Backend>(
+          std::make_unique<comm::FaultInjectingBackend>(std::move(backend), settings));
+    };
+    comm::run_local_ranks(
+        2,
+        [&](comm::Communicator& comm) {
+          MemoryTracker tracker;
+          CpuAllocator allocator(&tracker);
+          models::Gpt model(gpt);
+          ShardingConfig config;
+          config.stage = 2;
+          config.max_reductions_in_flight = limit;
+          ShardedModel sharded(model, comm, allocator, config);
+          uint64_t shards = 0, root = 0, block = 0;
+          for (const auto& unit : sharded.units()) {
+            shards += 4 * static_cast<uint64_t>(unit.shard_numel);
+            (unit.name == "<root>" ? root : block) = 4 * static_cast<uint64_t>(unit.padded_numel);
+          }
+          Tensor ids = Tensor::zeros({2, kSeq}, DType::kI32, allocator, "ids");
+          for (int step = 0; step < 2; ++step) {
+            tracker.reset_peaks();
+            backward(model.loss(ids, ids));
+            sharded.finish_backward();
+            sharded.after_step();
+            const uint64_t blocks = limit == 0 ? 4 : std::min(limit + 1, 4);
+            EXPECT_EQ(tracker.peak(MemoryCategory::kGradients), shards + root + blocks * block)
+                << "limit " << limit << " step " << step << " rank " << comm.rank();
+            EXPECT_EQ(tracker.current(MemoryCategory::kGradients), shards);
+          }
+        },
+        slow);
+  }
+}
+
 TEST(ShardedModel, LiveGatheredBytesStayWithinTheLimitPlusOneUnit) {
   comm::run_local_ranks(2, [&](comm::Communicator& comm) {
     CpuAllocator allocator(nullptr);
@@ -275,6 +352,9 @@ TEST(ShardedModel, RejectsBadConfigs) {
     models::Gpt model(uneven_config());
     ShardingConfig config;
     config.stage = 4;
+    EXPECT_THROW(ShardedModel(model, comm, allocator, config), InvalidArgument);
+    config.stage = 2;
+    config.max_reductions_in_flight = -1;
     EXPECT_THROW(ShardedModel(model, comm, allocator, config), InvalidArgument);
   });
 }

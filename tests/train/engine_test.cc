@@ -181,6 +181,19 @@ TEST_F(Engine, ZsMemEstimateMatchesWhatTheRunMeasures) {
   }
 }
 
+TEST_F(Engine, HybridTrafficIncludesTheAllReduceAcrossGroups) {
+  TrainConfig c = tiny_run(path_);
+  c.ranks = 4;
+  c.micro_batch = 2;
+  c.stage = 3;
+  c.hybrid_group = 2;
+  c.steps = 2;
+  const TrainResult r = run_training(c);
+  // Besides the formula: the logged loss over 4 ranks (2·3/4·4 = 6 bytes) and the grad norm
+  // over the shard group of 2 (4 bytes).
+  EXPECT_EQ(r.bytes_sent, r.formula_bytes_sent + 10) << r.traffic_table;
+}
+
 TEST_F(Engine, ProfileMemoryWritesJsonAndSvgPerRank) {
   TrainConfig c = tiny_run(path_);
   c.steps = 2;

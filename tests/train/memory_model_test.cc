@@ -4,14 +4,18 @@
 // category equal the estimate's steady bytes exactly; the second step's per-category peaks equal
 // the estimate's peaks where the engine's buffer lifetimes are decided on the compute thread, and
 // lie within [peak_low, peak_high] where a reduction's completion on the communicator's thread
-// decides them. Then the closed forms: the ZeRO formulas and what the engine adds to them,
-// offload, the largest preset that fits, and the parsers.
+// decides them — under every limit on reductions in flight — and equal peak_high when a
+// communicator that sleeps before each collective falls behind. Then the closed forms: the ZeRO
+// formulas and what the engine adds to them, offload, the largest preset that fits, and the
+// parsers.
 #include "train/memory_model.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 
+#include "comm/fault_backend.h"
 #include "comm/local/local_backend.h"
 #include "models/gpt_presets.h"
 #include "optim/adamw.h"
@@ -49,6 +53,10 @@ struct Case {
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;
   size_t keep_gathered_below_bytes = 0;
+  int max_reductions_in_flight = 2;  // ShardingConfig's default
+  // > 0: every collective sleeps this long first, so the reductions fall behind the backward
+  // and the measured gradient peak is expected to reach peak_high.
+  int delay_ms = 0;
 };
 
 std::string describe(const Case& c) {
@@ -58,7 +66,9 @@ std::string describe(const Case& c) {
          " hybrid " + std::to_string(c.hybrid_group) + " " + optimizer_kind_name(c.optimizer) +
          " prefetch " + std::to_string(c.prefetch) + " limit " +
          std::to_string(c.max_live_gathered_bytes) + " keep " +
-         std::to_string(c.keep_gathered_below_bytes);
+         std::to_string(c.keep_gathered_below_bytes) + " reductions in flight " +
+         std::to_string(c.max_reductions_in_flight) + " delay " + std::to_string(c.delay_ms) +
+         " ms";
 }
 
 MemoryModelConfig model_config(const Case& c) {
@@ -73,6 +83,7 @@ MemoryModelConfig model_config(const Case& c) {
   config.prefetch = c.prefetch;
   config.max_live_gathered_bytes = c.max_live_gathered_bytes;
   config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
+  config.max_reductions_in_flight = c.max_reductions_in_flight;
   return config;
 }
 
@@ -85,65 +96,86 @@ const MemoryCategory kModelState[] = {
 void expect_estimate_matches_engine(const Case& c) {
   const models::GptConfig& gpt = c.gpt;
   const MemoryEstimate estimate = estimate_memory(gpt_memory_units(gpt), model_config(c));
-  comm::run_local_ranks(c.world, [&](comm::Communicator& comm) {
-    MemoryTracker tracker;
-    CpuAllocator allocator(&tracker);
-    models::Gpt model(gpt);
-    sharding::ShardingConfig config;
-    config.stage = c.stage;
-    config.hybrid_group = c.hybrid_group;
-    config.param_dtype = c.param_dtype;
-    config.reduce_dtype = c.reduce_dtype;
-    config.prefetch = c.prefetch;
-    config.max_live_gathered_bytes = c.max_live_gathered_bytes;
-    config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
-    config.seed = 5;
-    sharding::ShardedModel sharded(model, comm, allocator, config);
-    std::unique_ptr<optim::Optimizer> optimizer;
-    if (c.optimizer == OptimizerKind::kAdamW) {
-      optimizer = std::make_unique<optim::AdamW>(optimizer_views(sharded), optim::AdamWOptions{});
-    } else {
-      optim::SgdOptions sgd;
-      sgd.momentum = c.optimizer == OptimizerKind::kSgdMomentum ? 0.9f : 0.0f;
-      optimizer = std::make_unique<optim::Sgd>(optimizer_views(sharded), sgd);
-    }
-    const int64_t batch = 2, seq = std::min<int64_t>(16, gpt.context);
-    Tensor ids = Tensor::empty({batch, seq}, DType::kI32, allocator, "ids");
-    Tensor targets = Tensor::empty({batch, seq}, DType::kI32, allocator, "targets");
-    for (int64_t i = 0; i < batch * seq; ++i) {
-      ids.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + comm.rank() * 13) % gpt.vocab_size);
-      targets.data<int32_t>()[i] = static_cast<int32_t>((i * 11 + 3) % gpt.vocab_size);
-    }
-    auto step = [&] {
-      for (int micro = 0; micro < c.micro_batches; ++micro) {
-        backward(model.loss(ids, targets), 1.0f / static_cast<float>(c.micro_batches));
-        sharded.finish_backward();
-      }
-      optimizer->step(1e-3f);
-      sharded.after_step();
+  comm::LocalRunOptions options;
+  if (c.delay_ms > 0) {
+    options.wrap_backend = [&](std::unique_ptr<comm::Backend> backend, int) {
+      comm::FaultSettings settings;
+      settings.delay = std::chrono::milliseconds(c.delay_ms);
+      return std::unique_ptr<comm::Backend>(
+          std::make_unique<comm::FaultInjectingBackend>(std::move(backend), settings));
     };
-    step();  // records the stage-3 order: the second step is a steady-state one
-    tracker.reset_peaks();
-    step();
-    for (MemoryCategory category : kModelState) {
-      const char* name = category_name(category);
-      EXPECT_EQ(tracker.current(category), estimate.steady[category])
-          << "current " << name << ", rank " << comm.rank() << ", " << describe(c);
-      const size_t peak = tracker.peak(category);
-      EXPECT_GE(peak, estimate.peak_low[category])
-          << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
-      EXPECT_LE(peak, estimate.peak_high[category])
-          << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
-      // Exact wherever the compute thread alone decides the lifetimes.
-      if (estimate.peak_low[category] == estimate.peak_high[category]) {
-        EXPECT_EQ(peak, estimate.peak[category])
-            << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
-      }
-    }
-    if (c.stage == 3) {
-      EXPECT_EQ(sharded.peak_live_gathered_bytes(), estimate.gathered_window_bytes) << describe(c);
-    }
-  });
+  }
+  comm::run_local_ranks(
+      c.world,
+      [&](comm::Communicator& comm) {
+        MemoryTracker tracker;
+        CpuAllocator allocator(&tracker);
+        models::Gpt model(gpt);
+        sharding::ShardingConfig config;
+        config.stage = c.stage;
+        config.hybrid_group = c.hybrid_group;
+        config.param_dtype = c.param_dtype;
+        config.reduce_dtype = c.reduce_dtype;
+        config.prefetch = c.prefetch;
+        config.max_live_gathered_bytes = c.max_live_gathered_bytes;
+        config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
+        config.max_reductions_in_flight = c.max_reductions_in_flight;
+        config.seed = 5;
+        sharding::ShardedModel sharded(model, comm, allocator, config);
+        std::unique_ptr<optim::Optimizer> optimizer;
+        if (c.optimizer == OptimizerKind::kAdamW) {
+          optimizer =
+              std::make_unique<optim::AdamW>(optimizer_views(sharded), optim::AdamWOptions{});
+        } else {
+          optim::SgdOptions sgd;
+          sgd.momentum = c.optimizer == OptimizerKind::kSgdMomentum ? 0.9f : 0.0f;
+          optimizer = std::make_unique<optim::Sgd>(optimizer_views(sharded), sgd);
+        }
+        const int64_t batch = 2, seq = std::min<int64_t>(16, gpt.context);
+        Tensor ids = Tensor::empty({batch, seq}, DType::kI32, allocator, "ids");
+        Tensor targets = Tensor::empty({batch, seq}, DType::kI32, allocator, "targets");
+        for (int64_t i = 0; i < batch * seq; ++i) {
+          ids.data<int32_t>()[i] =
+              static_cast<int32_t>((i * 7 + comm.rank() * 13) % gpt.vocab_size);
+          targets.data<int32_t>()[i] = static_cast<int32_t>((i * 11 + 3) % gpt.vocab_size);
+        }
+        auto step = [&] {
+          for (int micro = 0; micro < c.micro_batches; ++micro) {
+            backward(model.loss(ids, targets), 1.0f / static_cast<float>(c.micro_batches));
+            sharded.finish_backward();
+          }
+          optimizer->step(1e-3f);
+          sharded.after_step();
+        };
+        step();  // records the stage-3 order: the second step is a steady-state one
+        tracker.reset_peaks();
+        step();
+        for (MemoryCategory category : kModelState) {
+          const char* name = category_name(category);
+          EXPECT_EQ(tracker.current(category), estimate.steady[category])
+              << "current " << name << ", rank " << comm.rank() << ", " << describe(c);
+          const size_t peak = tracker.peak(category);
+          EXPECT_GE(peak, estimate.peak_low[category])
+              << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
+          EXPECT_LE(peak, estimate.peak_high[category])
+              << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
+          // Exact wherever the compute thread alone decides the lifetimes.
+          if (estimate.peak_low[category] == estimate.peak_high[category]) {
+            EXPECT_EQ(peak, estimate.peak[category])
+                << "peak " << name << ", rank " << comm.rank() << ", " << describe(c);
+          }
+          if (c.delay_ms > 0) {
+            EXPECT_EQ(peak, estimate.peak_high[category])
+                << "peak " << name << " (slow communicator), rank " << comm.rank() << ", "
+                << describe(c);
+          }
+        }
+        if (c.stage == 3) {
+          EXPECT_EQ(sharded.peak_live_gathered_bytes(), estimate.gathered_window_bytes)
+              << describe(c);
+        }
+      },
+      options);
 }
 
 TEST(MemoryModel, MatchesTheEngineForEveryStagePrecisionAndWorldSize) {
@@ -188,6 +220,99 @@ TEST(MemoryModel, MatchesTheEngineWithAccumulationMixedDtypesAndHybrid) {
     cases.push_back(hybrid);
   }
   for (const Case& c : cases) expect_estimate_matches_engine(c);
+}
+
+TEST(MemoryModel, MatchesTheEngineUnderEveryReductionLimit) {
+  for (int world : {2, 4}) {
+    for (int stage : {2, 3}) {
+      for (int limit : {0, 1, 2, 3}) {
+        for (DType dtype : {DType::kF32, DType::kBF16}) {
+          Case c;
+          c.world = world;
+          c.stage = stage;
+          c.max_reductions_in_flight = limit;
+          c.param_dtype = dtype;  // bf16 computes, fp32 travels: a cast copy per reduction
+          expect_estimate_matches_engine(c);
+        }
+      }
+    }
+  }
+}
+
+// A communicator that sleeps 20 ms before each collective is always behind the backward (a
+// block of this model computes in far less), so every reduction runs until the limit waits for
+// it: the measured peak is peak_high, exactly. At stage 3 that holds with a limit of 1 only:
+// there the backward's all-gathers wait in the same queue behind older reductions, which then
+// complete before the rate limit needs them to.
+TEST(MemoryModel, ReachesPeakHighWhenTheCommunicatorFallsBehind) {
+  std::vector<Case> cases;
+  for (int world : {2, 4}) {
+    for (int limit : {0, 1, 2}) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        Case c;
+        c.world = world;
+        c.stage = 2;
+        c.max_reductions_in_flight = limit;
+        c.param_dtype = dtype;
+        c.delay_ms = 20;
+        cases.push_back(c);
+      }
+    }
+    Case stage3;
+    stage3.world = world;
+    stage3.stage = 3;
+    stage3.max_reductions_in_flight = 1;
+    stage3.delay_ms = 20;
+    cases.push_back(stage3);
+  }
+  for (const Case& c : cases) expect_estimate_matches_engine(c);
+}
+
+// The bounds in closed form: at stage 2 in fp32 the gradient peak is the fp32 shards + the
+// root's full gradient + (limit + 1) blocks' full gradients (every block without a limit);
+// peak_low keeps one block besides the root; with a limit `peak` is peak_high.
+TEST(MemoryModel, ReductionLimitBoundsInClosedForm) {
+  const std::vector<MemoryUnit> units = gpt_memory_units(uneven_gpt());  // root + 3 blocks
+  ASSERT_EQ(units.size(), 4u);
+  const uint64_t n = 2;
+  const uint64_t root = 4 * static_cast<uint64_t>(sharding::padded_numel(units[0].numel, 2, 16));
+  const uint64_t block = 4 * static_cast<uint64_t>(sharding::padded_numel(units[1].numel, 2, 16));
+  const uint64_t shards = (root + 3 * block) / n;
+  MemoryModelConfig config;
+  config.world = static_cast<int>(n);
+  config.stage = 2;
+  constexpr auto kGrads = MemoryCategory::kGradients;
+  for (int limit : {0, 1, 2, 3, 4}) {
+    config.max_reductions_in_flight = limit;
+    const MemoryEstimate e = estimate_memory(units, config);
+    const uint64_t blocks =
+        limit == 0 ? 3 : std::min<uint64_t>(static_cast<uint64_t>(limit) + 1, 3);
+    EXPECT_EQ(e.peak_high[kGrads], shards + root + blocks * block) << "limit " << limit;
+    EXPECT_EQ(e.peak_low[kGrads], shards + root + block) << "limit " << limit;
+    if (limit > 0) {
+      EXPECT_EQ(e.peak[kGrads], e.peak_high[kGrads]) << "limit " << limit;
+    } else {
+      EXPECT_EQ(e.peak[kGrads], shards + root + 2 * block);  // reductions_in_flight = 1
+    }
+  }
+  // bf16 computing, fp32 travelling: each reduction holds an fp32 copy (comm_buffers) of its
+  // block instead of the bf16 gradient; the limit bounds those copies (the root's included).
+  config.param_dtype = DType::kBF16;
+  config.max_reductions_in_flight = 2;
+  const MemoryEstimate cast = estimate_memory(units, config);
+  const uint64_t root_bf16 = root / 2, block_bf16 = block / 2;
+  EXPECT_EQ(cast.peak_high[MemoryCategory::kCommBuffers], 2 * block);
+  EXPECT_EQ(cast.peak_high[kGrads], shards + root_bf16 + block_bf16);
+  // Stages 0 and 1 keep their full gradients: the limit changes nothing there.
+  for (int stage : {0, 1}) {
+    config.stage = stage;
+    config.max_reductions_in_flight = 0;
+    const MemoryEstimate unlimited = estimate_memory(units, config);
+    config.max_reductions_in_flight = 1;
+    EXPECT_EQ(estimate_memory(units, config).peak_high.bytes, unlimited.peak_high.bytes);
+  }
+  config.max_reductions_in_flight = -1;
+  EXPECT_THROW(estimate_memory(units, config), InvalidArgument);
 }
 
 TEST(MemoryModel, MatchesTheEngineUnderStage3ScheduleKnobsAndOtherOptimizers) {
