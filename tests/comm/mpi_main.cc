@@ -463,7 +463,6 @@ TEST(MpiFault, DISABLED_KilledRankEndsTheJob) {
 }
 
 using ::zs::testing::parse_ranks;
-using ::zs::testing::RankFailurePrinter;
 
 bool has_flag(int argc, char** argv, const char* flag) {
   for (int i = 1; i < argc; ++i) {
@@ -497,27 +496,10 @@ int main(int argc, char** argv) {
     }
     g_thread_level = provided;
   }
-  std::unique_ptr<Communicator> world_comm;
-  try {
-    world_comm = make_world_communicator("mpi");
-  } catch (const std::exception& e) {
-    std::cerr << "cannot create the MPI world: " << e.what() << "\n";
-    return 1;
-  }
+  std::unique_ptr<Communicator> world_comm = zs::testing::open_test_world(expected_ranks);
+  if (!world_comm) return 1;
   zs::RankScope rank_scope(world_comm->rank());
-  if (world_comm->size() != expected_ranks) {
-    // Fail, never skip: the ctest entry asked for this many ranks.
-    std::cerr << "[rank " << world_comm->rank() << "] this test needs " << expected_ranks
-              << " ranks (--ranks) but MPI_COMM_WORLD has " << world_comm->size()
-              << "; launch it as mpirun -np " << expected_ranks << "\n";
-    return 1;
-  }
   g_world = world_comm.get();
-  if (world_comm->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(world_comm->rank()));
-  }
   const int status = RUN_ALL_TESTS();
   g_world = nullptr;
   world_comm.reset();  // the last MPI communicator: MPI_Finalize (unless adopted)

@@ -29,7 +29,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/factory.h"
 #include "comm/local/local_backend.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -148,7 +147,6 @@ TEST(MpiSharding, MemoryAndTrafficFollowTheFormulas) {
 }
 
 using ::zs::testing::parse_ranks;
-using ::zs::testing::RankFailurePrinter;
 
 }  // namespace
 }  // namespace zs::sharding
@@ -163,27 +161,10 @@ int main(int argc, char** argv) {
   }
   // A wrong result on one rank can leave the others in a collective: bound every wait.
   setenv("ZS_COMM_TIMEOUT_S", "60", /*overwrite=*/0);
-  std::unique_ptr<zs::comm::Communicator> world_comm;
-  try {
-    world_comm = zs::comm::make_world_communicator("mpi");
-  } catch (const std::exception& e) {
-    std::cerr << "cannot create the MPI world: " << e.what() << "\n";
-    return 1;
-  }
+  std::unique_ptr<zs::comm::Communicator> world_comm = zs::testing::open_test_world(expected_ranks);
+  if (!world_comm) return 1;
   zs::RankScope rank_scope(world_comm->rank());
-  if (world_comm->size() != expected_ranks) {
-    // Fail, never skip: the ctest entry asked for this many ranks.
-    std::cerr << "[rank " << world_comm->rank() << "] this test needs " << expected_ranks
-              << " ranks (--ranks) but MPI_COMM_WORLD has " << world_comm->size()
-              << "; launch it as mpirun -np " << expected_ranks << "\n";
-    return 1;
-  }
   g_world = world_comm.get();
-  if (world_comm->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(world_comm->rank()));
-  }
   const int status = RUN_ALL_TESTS();
   g_world = nullptr;
   world_comm.reset();  // the last MPI communicator: MPI_Finalize
