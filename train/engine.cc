@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -112,7 +113,7 @@ std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocato
     m[2 * i] = static_cast<uint32_t>(values[i] >> 32);
     m[2 * i + 1] = static_cast<uint32_t>(values[i]);
   }
-  comm.all_gather(mine, all, {comm::default_timeout(), "report figures"})->wait();
+  comm.all_gather(mine, all, {comm::default_timeout(), "figures for the log"})->wait();
   const auto* a = reinterpret_cast<const uint32_t*>(all.data<int32_t>());
   std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
   for (int r = 0; r < comm.size(); ++r) {
@@ -124,20 +125,21 @@ std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocato
   return out;
 }
 
-// Σ over ranks in rank order of a double each rank holds (travels as fp32 hi + lo, ~48 bits).
-double sum_over_ranks(comm::Communicator& comm, Allocator& allocator, double value) {
-  Tensor mine = Tensor::empty({2}, DType::kF32, allocator, MemoryCategory::kCommBuffers, "sum");
-  Tensor all = Tensor::empty({2 * comm.size()}, DType::kF32, allocator,
-                             MemoryCategory::kCommBuffers, "sum gathered");
-  const float hi = static_cast<float>(value);
-  mine.data<float>()[0] = hi;
-  mine.data<float>()[1] = static_cast<float>(value - static_cast<double>(hi));
-  comm.all_gather(mine, all, {comm::default_timeout(), "eval sums"})->wait();
-  double total = 0;
-  for (int r = 0; r < comm.size(); ++r) {
-    total += static_cast<double>(all.data<float>()[2 * r]) + all.data<float>()[2 * r + 1];
+// Σ over ranks, in rank order, of each of the doubles every rank holds (exact bits travel:
+// each double goes as its uint64 pattern through gather_u64), the same on every rank.
+std::vector<double> sum_over_ranks(comm::Communicator& comm, Allocator& allocator,
+                                   const std::vector<double>& values) {
+  std::vector<uint64_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(double));
+  std::vector<double> totals(values.size(), 0.0);
+  for (const std::vector<uint64_t>& rank : gather_u64(comm, allocator, bits)) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      double value;
+      std::memcpy(&value, &rank[i], sizeof value);
+      totals[i] += value;
+    }
   }
-  return total;
+  return totals;
 }
 
 // The next token from a row of logits: the arg-max (temperature 0), or a draw from
@@ -422,9 +424,9 @@ class RankRun {
       mine.count += sums.count;
       mine.correct += sums.correct;
     }
-    const double loss_sum = sum_over_ranks(comm_, allocator_, mine.loss_sum);
-    const double count = sum_over_ranks(comm_, allocator_, mine.count);
-    const double correct = sum_over_ranks(comm_, allocator_, mine.correct);
+    const std::vector<double> sums =
+        sum_over_ranks(comm_, allocator_, {mine.loss_sum, mine.count, mine.correct});
+    const double loss_sum = sums[0], count = sums[1], correct = sums[2];
     EvalRecord e;
     e.step = after_steps;
     e.loss = loss_sum / count;
@@ -520,16 +522,13 @@ class RankRun {
       for (int cat = 0; cat < kNumMemoryCategories; ++cat) ranks[r].peak.bytes[cat] = all[r][cat];
       ranks[r].peak_total = all[r][kNumMemoryCategories];
     }
-    result_->peak_min.assign(kNumMemoryCategories, SIZE_MAX);
-    result_->peak_max.assign(kNumMemoryCategories, 0);
-    for (const RankMemory& m : ranks) {
-      for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
-        result_->peak_min[cat] = std::min(result_->peak_min[cat], m.peak.bytes[cat]);
-        result_->peak_max[cat] = std::max(result_->peak_max[cat], m.peak.bytes[cat]);
-      }
-      result_->peak_total_max = std::max(result_->peak_total_max, m.peak_total);
+    const MemorySpread spread = memory_spread(ranks);
+    for (const Spread& s : spread.peak) {
+      result_->peak_min.push_back(s.min);
+      result_->peak_max.push_back(s.max);
     }
-    result_->memory_table = memory_table(ranks, c_.memory_budget);
+    result_->peak_total_max = spread.peak_total.max;
+    result_->memory_table = memory_table(spread, c_.memory_budget);
 
     // Traffic of the last step next to the formula.
     TrafficFormula f;

@@ -3,47 +3,51 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 namespace zs::train {
 
-std::string memory_table(const std::vector<RankMemory>& ranks, size_t budget) {
+MemorySpread memory_spread(const std::vector<RankMemory>& ranks) {
+  MemorySpread spread;
+  spread.ranks = static_cast<int>(ranks.size());
+  auto over_ranks = [&](const std::function<uint64_t(const RankMemory&)>& figure) {
+    Spread s;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const uint64_t value = figure(ranks[r]);
+      s.min = r == 0 ? value : std::min(s.min, value);
+      if (r == 0 || value > s.max) {
+        s.max = value;
+        s.max_rank = static_cast<int>(r);
+      }
+    }
+    return s;
+  };
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    spread.peak[c] = over_ranks([c](const RankMemory& m) { return m.peak.bytes[c]; });
+  }
+  spread.peak_total = over_ranks([](const RankMemory& m) { return m.peak_total; });
+  return spread;
+}
+
+std::string memory_table(const MemorySpread& spread, size_t budget) {
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line, "memory per rank, peak over the run (%zu rank%s%s%s):\n",
-                ranks.size(), ranks.size() == 1 ? "" : "s", budget ? ", budget " : "",
+  std::snprintf(line, sizeof line, "memory per rank, peak over the run (%d rank%s%s%s):\n",
+                spread.ranks, spread.ranks == 1 ? "" : "s", budget ? ", budget " : "",
                 budget ? format_bytes(budget).c_str() : "");
   out << line;
   std::snprintf(line, sizeof line, "  %-16s %12s %12s %8s\n", "category", "min", "max", "at rank");
   out << line;
-  for (int c = 0; c < kNumMemoryCategories; ++c) {
-    size_t lo = SIZE_MAX, hi = 0;
-    int at = 0;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      lo = std::min(lo, ranks[r].peak.bytes[c]);
-      if (ranks[r].peak.bytes[c] > hi) {
-        hi = ranks[r].peak.bytes[c];
-        at = static_cast<int>(r);
-      }
-    }
-    if (hi == 0) continue;
-    std::snprintf(line, sizeof line, "  %-16s %12s %12s %8d\n",
-                  category_name(static_cast<MemoryCategory>(c)), format_bytes(lo).c_str(),
-                  format_bytes(hi).c_str(), at);
+  auto row = [&](const char* name, const Spread& s) {
+    std::snprintf(line, sizeof line, "  %-16s %12s %12s %8d\n", name, format_bytes(s.min).c_str(),
+                  format_bytes(s.max).c_str(), s.max_rank);
     out << line;
+  };
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    if (spread.peak[c].max > 0) row(category_name(static_cast<MemoryCategory>(c)), spread.peak[c]);
   }
-  size_t lo = SIZE_MAX, hi = 0;
-  int at = 0;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    lo = std::min(lo, ranks[r].peak_total);
-    if (ranks[r].peak_total > hi) {
-      hi = ranks[r].peak_total;
-      at = static_cast<int>(r);
-    }
-  }
-  std::snprintf(line, sizeof line, "  %-16s %12s %12s %8d\n", "total (peak)",
-                format_bytes(ranks.empty() ? 0 : lo).c_str(), format_bytes(hi).c_str(), at);
-  out << line;
+  row("total (peak)", spread.peak_total);
   return out.str();
 }
 

@@ -20,9 +20,23 @@ struct RankMemory {
   size_t peak_total = 0;  // peak of the sum
 };
 
+// One figure over ranks: the smallest, the largest, and the (first) rank holding the largest.
+struct Spread {
+  uint64_t min = 0;
+  uint64_t max = 0;
+  int max_rank = 0;
+};
+// Every rank's memory figures, spread over ranks.
+struct MemorySpread {
+  int ranks = 0;
+  std::array<Spread, kNumMemoryCategories> peak{};  // index: MemoryCategory
+  Spread peak_total;
+};
+MemorySpread memory_spread(const std::vector<RankMemory>& ranks);
+
 // Table: one row per category that any rank used, columns min and max over ranks (and the
 // rank holding the max), then the peak of the total.
-std::string memory_table(const std::vector<RankMemory>& ranks, size_t budget);
+std::string memory_table(const MemorySpread& spread, size_t budget);
 
 // Bytes one rank sends per collective kind in one step, as the sharding stage's algorithm
 // prescribes for units of `padded_numel` elements each (see ARCHITECTURE.md's table).
