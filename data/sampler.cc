@@ -41,8 +41,10 @@ namespace {
 int64_t checked_range(const TokenDataset& dataset, int64_t seq_len, const WindowRange& range) {
   const int64_t total = lm_num_windows(dataset, seq_len);
   const int64_t count = range.count < 0 ? total - range.first : range.count;
-  ZS_CHECK(range.first >= 0 && count >= 1 && range.first + count <= total, "LmWindowSampler: "
-           "windows [", range.first, ", ", range.first + count, ") are not inside the ", total,
+  ZS_CHECK(range.first >= 0 && count >= 1 && range.first + count <= total,
+           "LmWindowSampler: "
+           "windows [",
+           range.first, ", ", range.first + count, ") are not inside the ", total,
            " windows of seq_len ", seq_len, " in '", dataset.path(), "'");
   return count;
 }
@@ -120,6 +122,24 @@ BatchPosition EpochOrder::next(const BatchPosition& position) const {
   return {position.epoch + 1, 0};
 }
 
+void read_lm_window(const TokenDataset& dataset, int64_t window, int64_t seq_len, int32_t* ids,
+                    int32_t* targets) {
+  // T tokens in one read for the ids, then the targets are the ids shifted plus one token.
+  const size_t row = static_cast<size_t>(seq_len);
+  const uint64_t start = static_cast<uint64_t>(window) * row;
+  dataset.read(start, row, ids);
+  std::copy(ids + 1, ids + row, targets);
+  dataset.read(start + row, 1, targets + row - 1);
+}
+
+int32_t encode_example(const std::string& text, int64_t seq_len, int32_t pad_id, int32_t* ids) {
+  const size_t row = static_cast<size_t>(seq_len);
+  const size_t length = std::min(text.size(), row);
+  for (size_t t = 0; t < length; ++t) ids[t] = static_cast<uint8_t>(text[t]);
+  std::fill(ids + length, ids + row, pad_id);
+  return static_cast<int32_t>(length);
+}
+
 LmWindowSampler::LmWindowSampler(const TokenDataset& dataset, int64_t seq_len,
                                  SamplerOptions options, WindowRange range)
     : dataset_(dataset),
@@ -144,12 +164,8 @@ void LmWindowSampler::fill(const BatchPosition& position, Batch& batch) const {
   int32_t* targets = batch.targets.data<int32_t>();
   const size_t row = static_cast<size_t>(seq_len_);
   for (size_t i = 0; i < windows.size(); ++i) {
-    // T + 1 tokens in one read: ids are the first T, targets the last T.
-    int32_t* ids_row = ids + i * row;
-    const uint64_t start = static_cast<uint64_t>(first_window_ + windows[i]) * row;
-    dataset_.read(start, row, ids_row);
-    std::copy(ids_row + 1, ids_row + row, targets + i * row);
-    dataset_.read(start + row, 1, targets + i * row + row - 1);
+    read_lm_window(dataset_, first_window_ + windows[i], seq_len_, ids + i * row,
+                   targets + i * row);
   }
   batch.position = position;
 }
@@ -185,12 +201,7 @@ void ClassificationSampler::fill(const BatchPosition& position, Batch& batch) co
   const size_t row = static_cast<size_t>(seq_len_);
   for (size_t i = 0; i < examples.size(); ++i) {
     const size_t example = static_cast<size_t>(examples[i]);
-    const std::string& text = dataset_.texts[example];
-    const size_t length = std::min(text.size(), row);
-    int32_t* ids_row = ids + i * row;
-    for (size_t t = 0; t < length; ++t) ids_row[t] = static_cast<uint8_t>(text[t]);
-    std::fill(ids_row + length, ids_row + row, pad_id_);
-    lengths[i] = static_cast<int32_t>(length);
+    lengths[i] = encode_example(dataset_.texts[example], seq_len_, pad_id_, ids + i * row);
     labels[i] = dataset_.labels[example];
   }
   batch.position = position;

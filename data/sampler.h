@@ -130,6 +130,11 @@ struct WindowRange {
 // The number of windows of seq_len + 1 tokens in `dataset` (throws InvalidArgument if none).
 int64_t lm_num_windows(const TokenDataset& dataset, int64_t seq_len);
 
+// Window `window` of seq_len + 1 tokens (the layout above): ids[0, T) = its first T tokens,
+// targets[0, T) = its last T. Throws like TokenDataset::read past the end.
+void read_lm_window(const TokenDataset& dataset, int64_t window, int64_t seq_len, int32_t* ids,
+                    int32_t* targets);
+
 class LmWindowSampler : public BatchSampler {
  public:
   LmWindowSampler(const TokenDataset& dataset, int64_t seq_len, SamplerOptions options,
@@ -152,6 +157,10 @@ class LmWindowSampler : public BatchSampler {
 // Classification examples, byte-tokenized (data/byte_tokenizer.h): row i of ids holds the first
 // min(len, T) bytes of the example's text followed by pad_id; lengths[i] is min(len, T) and
 // targets[i] the label id. Default stream: "data.examples".
+// An example's text as ids: its first seq_len bytes, then pad_id to seq_len. Returns the number
+// of bytes kept (the sequence's length).
+int32_t encode_example(const std::string& text, int64_t seq_len, int32_t pad_id, int32_t* ids);
+
 class ClassificationSampler : public BatchSampler {
  public:
   ClassificationSampler(const ClassificationDataset& dataset, int64_t seq_len,

@@ -243,9 +243,7 @@ class LanguageModelTask : public Task {
       int32_t* id = ids.data<int32_t>() + i * seq_;
       int32_t* target = targets.data<int32_t>() + i * seq_;
       if (i < static_cast<int64_t>(items.size())) {
-        const uint64_t begin = static_cast<uint64_t>(data_.eval_range.first + items[i]) * seq_;
-        set.read(begin, static_cast<size_t>(seq_), id);
-        set.read(begin + 1, static_cast<size_t>(seq_), target);
+        data::read_lm_window(set, data_.eval_range.first + items[i], seq_, id, target);
       } else {
         std::fill(id, id + seq_, 0);
         std::fill(target, target + seq_, -100);  // ignored by the loss
@@ -298,18 +296,15 @@ class ClassificationTask : public Task {
   }
   EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows,
                     Allocator& allocator) override {
-    Tensor ids = Tensor::zeros({rows, seq_}, DType::kI32, allocator, "eval ids");
+    Tensor ids = Tensor::empty({rows, seq_}, DType::kI32, allocator, "eval ids");
     Tensor lengths = Tensor::empty({rows}, DType::kI32, allocator, "eval lengths");
+    static const std::string kPadding(1, kClsByte);  // padding rows: [CLS] alone, not scored
     for (int64_t i = 0; i < rows; ++i) {
-      int32_t length = 1;  // padding rows: the [CLS] byte alone, not scored
-      int32_t* row = ids.data<int32_t>() + i * seq_;
-      row[0] = static_cast<uint8_t>(kClsByte);
-      if (i < static_cast<int64_t>(items.size())) {
-        const std::string& text = data_.eval.texts[static_cast<size_t>(items[i])];
-        length = static_cast<int32_t>(std::min<size_t>(text.size(), static_cast<size_t>(seq_)));
-        for (int32_t t = 0; t < length; ++t) row[t] = static_cast<uint8_t>(text[t]);
-      }
-      lengths.data<int32_t>()[i] = length;
+      const std::string& text = i < static_cast<int64_t>(items.size())
+                                    ? data_.eval.texts[static_cast<size_t>(items[i])]
+                                    : kPadding;
+      lengths.data<int32_t>()[i] =
+          data::encode_example(text, seq_, /*pad_id=*/0, ids.data<int32_t>() + i * seq_);
     }
     const std::vector<float> logits = model_.logits(ids, lengths).to_vector();
     const int64_t classes = model_.config().num_classes;
