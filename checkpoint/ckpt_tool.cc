@@ -83,8 +83,7 @@ void inspect(const std::string& path, int64_t heads, std::ostream& out) {
   try {
     std::string heads_source;
     const models::GptConfig config = infer_gpt2_config(path, heads, &heads_source);
-    out << "GPT-2 config: " << describe_gpt_config(config) << " (heads from " << heads_source
-        << ")\n";
+    out << "GPT-2 config: " << models::describe(config) << " (heads from " << heads_source << ")\n";
     out << "parameters: " << gpt2_parameter_count(config) << "\n";
   } catch (const InvalidArgument& error) {
     out << "GPT-2 config: none (" << user_message(error.what()) << ")\n";
@@ -153,7 +152,7 @@ void convert(const std::string& input, const std::string& output, const ConvertO
   }
   exporter.commit();
   out << "wrote " << output << ": " << weight_format_name(options.format) << ", "
-      << stored_dtype_name(options.dtype) << ", GPT-2 with " << describe_gpt_config(config) << ", "
+      << stored_dtype_name(options.dtype) << ", GPT-2 with " << models::describe(config) << ", "
       << gpt2_parameter_count(config) << " parameters\n";
 }
 

@@ -126,7 +126,7 @@ std::unordered_map<std::string, Gpt2TensorRef> by_param(std::vector<Gpt2TensorRe
 // "; the file holds a GPT-2 with layers …" or "" when the file's config cannot be inferred.
 std::string file_config_hint(const std::string& path) {
   try {
-    return "; the file holds a GPT-2 with " + describe_gpt_config(infer_gpt2_config(path)) +
+    return "; the file holds a GPT-2 with " + models::describe(infer_gpt2_config(path)) +
            " (heads as inferred) — build the model with that config or use a file that matches";
   } catch (const Error&) {
     return "";
@@ -184,11 +184,6 @@ std::vector<Gpt2TensorRef> gpt2_llmc_mapping(const models::GptConfig& config,
         {spec.ours, spec.shape, spec.llmc, file_shape, layer_from_param(spec.ours), false});
   }
   return refs;
-}
-
-std::string describe_gpt_config(const models::GptConfig& config) {
-  return detail::concat("layers ", config.n_layer, ", width ", config.width, ", heads ",
-                        config.n_head, ", vocab ", config.vocab_size, ", context ", config.context);
 }
 
 models::GptConfig infer_gpt2_config(const std::string& path, int64_t n_head,
@@ -271,8 +266,7 @@ Gpt2WeightSource::Gpt2WeightSource(const std::string& path, const models::GptCon
     : path_(path), format_(detect_weight_format(path)), config_(config) {
   ZS_CHECK(config.vocab_size > 0 && config.width > 0 && config.context > 0 && config.n_layer >= 0 &&
                config.n_head > 0,
-           "GPT-2 import from '", path, "': invalid model config (", describe_gpt_config(config),
-           ")");
+           "GPT-2 import from '", path, "': invalid model config (", models::describe(config), ")");
   if (format_ == WeightFormat::kLlmc) {
     llmc_ = std::make_unique<LlmcReader>(path);
     const LlmcConfig& file = llmc_->config();
@@ -359,7 +353,7 @@ Gpt2WeightSource::Gpt2WeightSource(const std::string& path, const models::GptCon
           detail::concat(message.empty() ? "" : "; ", "tensors the model lacks ", join(unexpected));
     }
     ZS_THROW(InvalidArgument, "safetensors file '", path, "' does not fit a GPT-2 with ",
-             describe_gpt_config(config), ": ", message, file_config_hint(path));
+             models::describe(config), ": ", message, file_config_hint(path));
   }
   if (!lm_head.empty()) {
     // GPT-2 ties the head to the token embedding; a file whose head differs was trained untied
@@ -387,10 +381,10 @@ void Gpt2WeightSource::fill(const std::string& name, const Shape& shape, float* 
   auto found = refs_.find(name);
   ZS_CHECK(found != refs_.end(), "GPT-2 import from '", path_, "': the model's parameter '", name,
            "' has no counterpart in GPT-2 weights; is the model a zeroshard Gpt with ",
-           describe_gpt_config(config_), "?");
+           models::describe(config_), "?");
   const Gpt2TensorRef& ref = found->second;
   ZS_CHECK(shape == ref.shape, "GPT-2 import from '", path_, "': parameter '", name, "' is ",
-           shape_str(shape), " but a GPT-2 with ", describe_gpt_config(config_), " has ",
+           shape_str(shape), " but a GPT-2 with ", models::describe(config_), " has ",
            shape_str(ref.shape), "; build the model with the config the source was opened with");
   if (llmc_) {
     llmc_->read_f32(ref.file_tensor, ref.layer, dst, shape_numel(ref.shape));
@@ -427,8 +421,7 @@ Gpt2WeightExporter::Gpt2WeightExporter(std::string path, const models::GptConfig
     : path_(std::move(path)), config_(config), options_(options) {
   ZS_CHECK(config.vocab_size > 0 && config.width > 0 && config.context > 0 && config.n_layer >= 0 &&
                config.n_head > 0 && config.width % config.n_head == 0,
-           "GPT-2 export to '", path_, "': invalid model config (", describe_gpt_config(config),
-           ")");
+           "GPT-2 export to '", path_, "': invalid model config (", models::describe(config), ")");
   if (options.format == WeightFormat::kLlmc) {
     const int64_t padded =
         options.padded_vocab > 0 ? options.padded_vocab : llmc_padded_vocab(config.vocab_size);
@@ -464,10 +457,10 @@ Gpt2WeightExporter::Gpt2WeightExporter(std::string path, const models::GptConfig
 void Gpt2WeightExporter::add(const std::string& name, const Shape& shape, const float* data) {
   auto found = refs_.find(name);
   ZS_CHECK(found != refs_.end(), "GPT-2 export to '", path_, "': parameter '", name,
-           "' is not a parameter of a GPT-2 with ", describe_gpt_config(config_));
+           "' is not a parameter of a GPT-2 with ", models::describe(config_));
   const Gpt2TensorRef& ref = found->second;
   ZS_CHECK(shape == ref.shape, "GPT-2 export to '", path_, "': parameter '", name, "' is ",
-           shape_str(shape), " but a GPT-2 with ", describe_gpt_config(config_), " has ",
+           shape_str(shape), " but a GPT-2 with ", models::describe(config_), " has ",
            shape_str(ref.shape));
   ZS_CHECK(!added_[name], "GPT-2 export to '", path_, "': parameter '", name, "' added twice");
   if (llmc_) {

@@ -79,8 +79,6 @@ std::vector<Gpt2TensorRef> gpt2_llmc_mapping(const models::GptConfig& config, in
 // "metadata", "width / 64").
 models::GptConfig infer_gpt2_config(const std::string& path, int64_t n_head = 0,
                                     std::string* n_head_source = nullptr);
-// "layers 12, width 768, heads 12, vocab 50257, context 1024" for messages.
-std::string describe_gpt_config(const models::GptConfig& config);
 
 // Reads GPT-2 weights for a model of `config` from a safetensors or llm.c file. Construction
 // checks everything up front — every parameter present with the right shape and a float dtype,

@@ -27,6 +27,11 @@ float residual_std(const GptConfig& config) {
 
 }  // namespace
 
+std::string describe(const GptConfig& config) {
+  return detail::concat("layers ", config.n_layer, ", width ", config.width, ", heads ",
+                        config.n_head, ", vocab ", config.vocab_size, ", context ", config.context);
+}
+
 Gpt::Gpt(const GptConfig& config)
     : Module("Gpt"),
       config_(checked(config)),

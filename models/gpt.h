@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "models/layers.h"
 #include "models/module.h"
@@ -21,6 +22,9 @@ struct GptConfig {
   int64_t n_layer = 2;
   bool causal = true;
 };
+
+// "layers 12, width 768, heads 12, vocab 50257, context 1024", for logs and messages.
+std::string describe(const GptConfig& config);
 
 class Gpt : public Module {
  public:

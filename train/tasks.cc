@@ -225,10 +225,7 @@ class LanguageModelTask : public Task {
       : data_(data), model_(shape), seq_(seq) {}
   models::Module& model() override { return model_; }
   std::string describe_model() const override {
-    const models::GptConfig& g = model_.config();
-    return "GPT: " + std::to_string(g.n_layer) + " layers, width " + std::to_string(g.width) +
-           ", " + std::to_string(g.n_head) + " heads, vocab " + std::to_string(g.vocab_size) +
-           ", context " + std::to_string(g.context);
+    return "GPT: " + models::describe(model_.config());
   }
   std::unique_ptr<data::BatchSampler> sampler(const data::SamplerOptions& options) const override {
     return std::make_unique<data::LmWindowSampler>(*data_.train, seq_, options, data_.train_range);

@@ -195,7 +195,7 @@ TEST_F(Gpt2Weights, LlmcExportThenImportIsBitExact) {
   EXPECT_EQ(read_bytes(first), read_bytes(second));
 
   const GptConfig inferred = infer_gpt2_config(first);
-  EXPECT_EQ(describe_gpt_config(inferred), describe_gpt_config(config));
+  EXPECT_EQ(models::describe(inferred), models::describe(config));
 }
 
 TEST_F(Gpt2Weights, LlmcImportIntoAModelWithThePaddedVocab) {
@@ -253,7 +253,7 @@ TEST_F(Gpt2Weights, InfersTheConfigOfAPrefixedFile) {
   // Width 16 is not a multiple of GPT-2's 64-wide heads and the file does not say: ask.
   EXPECT_CONTAINS(error_message<InvalidArgument>([&] { infer_gpt2_config(path); }), "--heads");
   const GptConfig inferred = infer_gpt2_config(path, 2);
-  EXPECT_EQ(describe_gpt_config(inferred), describe_gpt_config(config));
+  EXPECT_EQ(models::describe(inferred), models::describe(config));
   // The exporter records the heads in the metadata, so its files need no flag.
   const std::string exported = scratch.path("exported.safetensors");
   Gpt2WeightExporter(exported, config).save(model);
