@@ -295,10 +295,14 @@ Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tens
 }  // namespace
 
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal) {
+  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
+  detail::refuse_unwired_device("attention", qkv);
   return attention_impl(qkv, n_head, causal, Tensor());
 }
 
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor& valid_lengths) {
+  detail::refuse_unwired_device("attention", qkv);
+  detail::refuse_unwired_device("attention", valid_lengths);
   return attention_impl(qkv, n_head, causal, valid_lengths);
 }
 

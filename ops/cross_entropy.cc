@@ -84,6 +84,9 @@ int64_t count_valid_targets(const Tensor& targets, int32_t ignore_index) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
+  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
+  detail::refuse_unwired_device(kOp, logits);
+  detail::refuse_unwired_device(kOp, targets);
   detail::check_float_input(kOp, "logits", logits);
   check_targets_tensor(kOp, targets);
   ZS_CHECK(logits.dim() == 2, kOp, ": logits ", logits.describe(),

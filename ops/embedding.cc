@@ -97,6 +97,9 @@ void backward(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& c
 }  // namespace
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {
+  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
+  detail::refuse_unwired_device(kOp, table);
+  detail::refuse_unwired_device(kOp, ids);
   detail::check_float_input(kOp, "table", table);
   ZS_CHECK(table.dim() == 2, kOp, ": table ", table.describe(), " must be 2-D [V, C]");
   ZS_CHECK(ids.defined(), kOp, ": argument 'ids' is undefined");

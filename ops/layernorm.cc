@@ -5,6 +5,9 @@
 // dgamma/dbeta contributions into its own fp32 partial (a workspace [blocks, 2, C]); the
 // partials are then added block by block in order, column-parallel. Block boundaries do not
 // depend on the thread count, so neither do the sums.
+//
+// On cuda:N: ops/cuda/kernels.h's layernorm launchers (one warp per row; dgamma/dbeta summed over
+// rows in row order, so they agree with the CPU's block sums within rounding, not bit for bit).
 #include "ops/layernorm.h"
 
 #include <algorithm>
@@ -15,6 +18,11 @@
 #include "ops/math/layernorm.h"
 #include "ops/op_utils.h"
 #include "runtime/half.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/kernels.h"
+#endif
 
 namespace zs::ops {
 namespace {
@@ -118,6 +126,68 @@ void backward(const Saved& saved, BackwardContext& ctx) {
   if (dbeta_sink) detail::write_grad(dbeta_sink, dbeta.data());
 }
 
+#if ZS_HAVE_CUDA
+// dgamma/dbeta: the kernel adds into fp32 buffers, so a fresh buffer is zeroed first.
+detail::F32GradBuffer param_grad_buffer(GradSink& sink, const Tensor& like,
+                                        const cuda::OpContext& ctx) {
+  detail::F32GradBuffer buffer;
+  if (!sink) return buffer;
+  ctx.check(sink.buffer);
+  buffer = detail::f32_grad_buffer(sink, like);
+  if (!buffer.accumulate) zero_bytes(buffer.buffer);
+  return buffer;
+}
+
+void backward_cuda(const Saved& saved, BackwardContext& bctx) {
+  Tensor dy_any = bctx.grad_output(0);
+  if (!dy_any.defined()) return;
+  GradSink dx_sink = bctx.grad_input(0);
+  GradSink dgamma_sink = bctx.grad_input(1);
+  GradSink dbeta_sink = bctx.grad_input(2);
+  cuda::OpContext ctx(kOp, {&saved.x, &saved.gamma, &dy_any});
+  if (dx_sink) ctx.check(dx_sink.buffer);
+  Tensor dy32 = detail::as_f32(dy_any);
+  detail::F32GradBuffer dgamma = param_grad_buffer(dgamma_sink, saved.x, ctx);
+  detail::F32GradBuffer dbeta = param_grad_buffer(dbeta_sink, saved.x, ctx);
+  cuda::layernorm_backward(
+      saved.x.raw_data(), dy32.data<float>(), saved.gamma.raw_data(), saved.mean.data<float>(),
+      saved.rstd.data<float>(), dx_sink ? dx_sink.buffer.raw_data() : nullptr,
+      dgamma_sink ? dgamma.buffer.data<float>() : nullptr,
+      dbeta_sink ? dbeta.buffer.data<float>() : nullptr, saved.rows, saved.cols, saved.x.dtype(),
+      dx_sink ? dx_sink.buffer.dtype() : saved.x.dtype(), dx_sink.accumulate, ctx.stream());
+  if (dgamma_sink) detail::finish_grad(dgamma_sink, dgamma);
+  if (dbeta_sink) detail::finish_grad(dbeta_sink, dbeta);
+}
+
+Tensor layernorm_cuda(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                      int64_t rows, int64_t cols) {
+  cuda::OpContext ctx(kOp, {&x, &gamma, &beta});
+  Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
+  const bool record = needs_grad({&x, &gamma, &beta});
+  Saved saved;
+  // The kernel always writes the row statistics: saved outputs when recording, else workspace.
+  if (record) {
+    saved.mean = detail::new_output({rows}, DType::kF32, x, "layernorm mean");
+    saved.rstd = detail::new_output({rows}, DType::kF32, x, "layernorm rstd");
+  } else {
+    saved.mean = detail::new_workspace({rows}, x, "layernorm mean");
+    saved.rstd = detail::new_workspace({rows}, x, "layernorm rstd");
+  }
+  cuda::layernorm_forward(x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
+                          saved.mean.data<float>(), saved.rstd.data<float>(), rows, cols, eps,
+                          x.dtype(), ctx.stream());
+  if (record) {
+    saved.x = x;
+    saved.gamma = gamma;
+    saved.rows = rows;
+    saved.cols = cols;
+    record_op(kOp, {&x, &gamma, &beta}, {&y},
+              [saved](BackwardContext& bctx) { backward_cuda(saved, bctx); });
+  }
+  return y;
+}
+#endif
+
 }  // namespace
 
 Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
@@ -136,6 +206,10 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
   detail::check_same_dtype(kOp, x, beta);
   ZS_CHECK(std::isfinite(eps) && eps >= 0.0f, kOp, ": eps must be finite and >= 0, got ", eps,
            " (the usual value is 1e-5)");
+  detail::check_same_device(kOp, {&x, &gamma, &beta});
+#if ZS_HAVE_CUDA
+  if (detail::on_cuda(x)) return layernorm_cuda(x, gamma, beta, eps, rows, cols);
+#endif
 
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
   const bool record = needs_grad({&x, &gamma, &beta});

@@ -1,9 +1,14 @@
-// Shared CPU op helpers: checks, allocation, fp32 staging.
+// Shared op helpers: checks, allocation, fp32 staging; device forms under ZS_HAVE_CUDA.
 #include "ops/op_utils.h"
 
 #include <cstring>
 
 #include "runtime/half.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/kernels.h"
+#endif
 
 namespace zs::ops::detail {
 
@@ -27,7 +32,11 @@ void check_cpu(const char* op, const Tensor& t) {
 
 void check_float_input(const char* op, const char* arg, const Tensor& t) {
   ZS_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
+#if ZS_HAVE_CUDA
+  if (!t.device().is_cuda()) check_cpu(op, t);
+#else
   check_cpu(op, t);
+#endif
   ZS_CHECK(is_floating(t.dtype()), op, ": argument '", arg, "' ", t.describe(),
            " must be fp32, fp16 or bf16");
   if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
@@ -38,8 +47,45 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
            "; cast one of them first");
 }
 
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (first == nullptr) {
+      first = t;
+      continue;
+    }
+    ZS_CHECK(t->device() == first->device(), op, ": ", first->describe(), " is on ",
+             first->device().str(), " but ", t->describe(), " is on ", t->device().str(),
+             "; every tensor of an op must be on one device (copy one of them over first)");
+  }
+}
+
+void refuse_unwired_device(const char* op, const Tensor& t) {
+#if ZS_HAVE_CUDA
+  ZS_CHECK(!t.defined() || t.device().is_cpu(), op, " on ", t.device().str(),
+           " is not wired yet: its CUDA kernels exist or are being written but the tensor-level "
+           "op does not dispatch to them (docs/cuda.md, \"What remains\"); run this op on CPU "
+           "tensors for now (tensor ",
+           t.describe(), ")");
+#else
+  (void)op;
+  (void)t;  // the CPU build: check_float_input / check_cpu refuse device tensors by name
+#endif
+}
+
 Tensor as_f32(const Tensor& t) {
   if (t.dtype() == DType::kF32) return t.detach();
+#if ZS_HAVE_CUDA
+  if (on_cuda(t)) {
+    ZS_CHECK(is_floating(t.dtype()), "as_f32: ", t.describe(), " on ", t.device().str(),
+             " must be fp16 or bf16 to convert on the GPU");
+    Tensor out = new_workspace(t.shape(), t, "fp32 staging");
+    ops::cuda::OpContext ctx("as_f32", {&t});
+    ops::cuda::cast(t.raw_data(), t.dtype(), out.raw_data(), DType::kF32, t.numel(), ctx.stream());
+    return out;
+  }
+#endif
   Tensor out = new_workspace(t.shape(), t, "fp32 staging");
   const size_t n = static_cast<size_t>(t.numel());
   switch (t.dtype()) {
@@ -62,6 +108,7 @@ Tensor as_f32(const Tensor& t) {
 }
 
 void store_f32(const Tensor& dst, const float* values) {
+  check_cpu("store_f32", dst);
   const size_t n = static_cast<size_t>(dst.numel());
   switch (dst.dtype()) {
     case DType::kF32:
@@ -78,8 +125,43 @@ void store_f32(const Tensor& dst, const float* values) {
   }
 }
 
+void store_f32(const Tensor& dst, const Tensor& values) {
+  ZS_CHECK(values.dtype() == DType::kF32 && values.numel() == dst.numel(),
+           "store_f32: ", values.describe(), " must be fp32 with the ", dst.numel(),
+           " elements of ", dst.describe());
+  check_same_device("store_f32", {&dst, &values});
+#if ZS_HAVE_CUDA
+  if (on_cuda(dst)) {
+    ZS_CHECK(is_floating(dst.dtype()), "store_f32 into ", dst.describe());
+    ops::cuda::OpContext ctx("store_f32", {&dst, &values});
+    ops::cuda::cast(values.raw_data(), DType::kF32, dst.raw_data(), dst.dtype(), dst.numel(),
+                    ctx.stream());
+    return;
+  }
+#endif
+  store_f32(dst, values.data<float>());
+}
+
+void write_grad(GradSink& sink, const Tensor& grad) {
+  if (!sink) return;
+#if ZS_HAVE_CUDA
+  if (on_cuda(sink.buffer)) {
+    // Adds in fp32 and rounds once to the sink's dtype (accumulate_into's device hook), or
+    // converts: the CPU path's arithmetic below, on the sink's stream.
+    if (sink.accumulate) {
+      accumulate_into(sink.buffer, grad);
+    } else {
+      store_f32(sink.buffer, grad);
+    }
+    return;
+  }
+#endif
+  write_grad(sink, grad.data<float>());
+}
+
 void write_grad(GradSink& sink, const float* grad) {
   if (!sink) return;
+  check_cpu("write_grad", sink.buffer);
   const size_t n = static_cast<size_t>(sink.buffer.numel());
   if (sink.buffer.dtype() == DType::kF32) {
     float* dst = sink.buffer.data<float>();
@@ -113,7 +195,7 @@ F32GradBuffer f32_grad_buffer(GradSink& sink, const Tensor& like) {
 }
 
 void finish_grad(GradSink& sink, F32GradBuffer& staged) {
-  if (staged.staged) write_grad(sink, staged.buffer.data<float>());
+  if (staged.staged) write_grad(sink, staged.buffer);
 }
 
 }  // namespace zs::ops::detail

@@ -1,9 +1,16 @@
-// Helpers shared by the CPU op implementations: argument checks with clear messages, output
+// Helpers shared by the op implementations: argument checks with clear messages, output
 // allocation, and fp32 staging for fp16/bf16 tensors (compute is fp32; storage may be 16-bit).
+//
+// Devices: an op takes its CUDA path when its tensors are on cuda:N (built with ZS_CUDA; the
+// branches are `#if ZS_HAVE_CUDA` in ops/*.cc, the kernels in ops/cuda). The helpers that take
+// Tensors (new_output, new_workspace, as_f32, the Tensor forms of store_f32 and write_grad,
+// f32_grad_buffer, finish_grad) work on either device: on CUDA they run on the tensors'
+// allocator stream (ops/cuda/context.h), enqueue and return. The raw-pointer forms are CPU only.
 //
 // Internal to ops/ (namespace zs::ops::detail); users call the op headers.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -22,21 +29,34 @@ Tensor new_output(const Shape& shape, DType dtype, const Tensor& like, const cha
 // A fp32 workspace tensor (category workspace) on the allocator of `like`.
 Tensor new_workspace(const Shape& shape, const Tensor& like, const char* what);
 
-// Checks that `t` is defined, on the CPU, floating, and not released; names the op and argument.
+// Checks that `t` is defined, on a device the ops support (the CPU; CUDA too in a CUDA build),
+// floating, and not released; names the op and argument.
 void check_float_input(const char* op, const char* arg, const Tensor& t);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_cpu(const char* op, const Tensor& t);
+// Checks that every defined tensor is on the device of the first defined one (a CPU tensor
+// mixed with a CUDA one, or two GPUs, is refused naming the op and both tensors).
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// True for a CUDA tensor: the op takes its CUDA path.
+inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
+// For the ops without a device path yet (cross_entropy, embedding, attention): throws
+// InvalidArgument "<op> on cuda:N is not wired yet" for a device tensor; nothing for a CPU one.
+void refuse_unwired_device(const char* op, const Tensor& t);
 
 // The elements of `t` as fp32: `t` itself when it is fp32 (no copy), otherwise a converted
 // workspace copy. The result does not require grad.
 Tensor as_f32(const Tensor& t);
 
 // Copies fp32 values into `dst` (any floating dtype), converting with round-to-nearest-even.
+// The pointer form is for CPU tensors; the Tensor form (`values` fp32, dst's element count, on
+// dst's device) for either device.
 void store_f32(const Tensor& dst, const float* values);
+void store_f32(const Tensor& dst, const Tensor& values);
 
 // For a backward that computed `grad` in fp32: writes it into the sink (copy or add),
-// converting to the sink's dtype.
+// converting to the sink's dtype. Pointer form: CPU sinks; Tensor form: either device.
 void write_grad(GradSink& sink, const float* grad);
+void write_grad(GradSink& sink, const Tensor& grad);
 
 // A fp32 buffer for the backward of an input whose sink may be 16-bit or accumulating:
 // if the sink is fp32 it is used in place (accumulate tells the kernel to add), otherwise

@@ -1,8 +1,6 @@
 // The linear tape: recording, backward traversal, gradient sinks.
 #include "runtime/autograd.h"
 
-#include <cstring>
-
 namespace zs {
 namespace {
 
@@ -85,7 +83,7 @@ void BackwardContext::alias_or_accumulate_input_grad(size_t i, const Tensor& gra
     return;
   }
   GradSink sink = grad_input(i);
-  if (!sink.accumulate) std::memset(sink.buffer.raw_data(), 0, sink.buffer.nbytes());
+  if (!sink.accumulate) zero_bytes(sink.buffer);
   accumulate_into(sink.buffer, grad);  // converts when the dtypes differ
 }
 

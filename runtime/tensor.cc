@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/autograd.h"
+#include "runtime/device_kernels.h"
 #include "runtime/half.h"
 
 namespace zs {
@@ -58,7 +59,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator, std:
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator, MemoryCategory category,
                      std::string name) {
   Tensor t = empty(shape, dtype, allocator, category, std::move(name));
-  if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
+  zero_bytes(t);
   return t;
 }
 
@@ -150,10 +151,7 @@ Tensor Tensor::slice(int64_t begin, const Shape& shape) const {
       Tensor g = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!g.defined() || !sink) return;
-      if (!sink.accumulate) {
-        // Fresh buffer: zero outside the slice.
-        std::memset(sink.buffer.raw_data(), 0, sink.buffer.nbytes());
-      }
+      if (!sink.accumulate) zero_bytes(sink.buffer);  // fresh buffer: zero outside the slice
       (void)full;
       Tensor target = sink.buffer.slice(begin, g.shape());
       accumulate_into(target, g);
@@ -220,15 +218,14 @@ Tensor Tensor::detach() const {
   return from_storage(storage_, offset_bytes_, shape_, dtype_, name());
 }
 
-std::vector<float> Tensor::to_vector() const {
-  ZS_CHECK(defined() && device().is_cpu(), "to_vector needs a defined CPU tensor, got ",
-           describe());
-  std::vector<float> out(static_cast<size_t>(numel_));
-  if (out.empty()) return out;
-  const void* src = raw_data();
-  switch (dtype_) {
+namespace {
+
+// Host bytes of `dtype` → floats, and back: the one conversion both the CPU path and the
+// device path (after a download, before an upload) use.
+void host_bytes_to_floats(const void* src, DType dtype, std::vector<float>& out) {
+  switch (dtype) {
     case DType::kF32:
-      std::memcpy(out.data(), src, nbytes());
+      std::memcpy(out.data(), src, out.size() * sizeof(float));
       break;
     case DType::kF16:
       f16_to_f32(static_cast<const uint16_t*>(src), out.data(), out.size());
@@ -242,19 +239,12 @@ std::vector<float> Tensor::to_vector() const {
       }
       break;
   }
-  return out;
 }
 
-void Tensor::copy_from(const std::vector<float>& values) const {
-  ZS_CHECK(defined() && device().is_cpu(), "copy_from needs a defined CPU tensor, got ",
-           describe());
-  ZS_CHECK(static_cast<int64_t>(values.size()) == numel_, "copy_from: ", values.size(),
-           " values for ", describe(), " with ", numel_, " elements");
-  if (values.empty()) return;
-  void* dst = raw_data();
-  switch (dtype_) {
+void floats_to_host_bytes(const std::vector<float>& values, DType dtype, void* dst) {
+  switch (dtype) {
     case DType::kF32:
-      std::memcpy(dst, values.data(), nbytes());
+      std::memcpy(dst, values.data(), values.size() * sizeof(float));
       break;
     case DType::kF16:
       f32_to_f16(values.data(), static_cast<uint16_t*>(dst), values.size());
@@ -270,7 +260,49 @@ void Tensor::copy_from(const std::vector<float>& values) const {
   }
 }
 
+}  // namespace
+
+std::vector<float> Tensor::to_vector() const {
+  ZS_CHECK(defined(), "to_vector needs a defined tensor, got ", describe());
+  std::vector<float> out(static_cast<size_t>(numel_));
+  if (out.empty()) return out;
+  if (device().is_cpu()) {
+    host_bytes_to_floats(raw_data(), dtype_, out);
+    return out;
+  }
+  // A device tensor: download its bytes (synchronously, after the work enqueued on its
+  // allocator's stream), then convert on the host exactly as above.
+  std::vector<unsigned char> bytes(nbytes());
+  (void)raw_data();  // throws ReleasedTensor naming the tensor
+  device_kernels(device(), "to_vector").download(*this, bytes.data());
+  host_bytes_to_floats(bytes.data(), dtype_, out);
+  return out;
+}
+
+void Tensor::copy_from(const std::vector<float>& values) const {
+  ZS_CHECK(defined(), "copy_from needs a defined tensor, got ", describe());
+  ZS_CHECK(static_cast<int64_t>(values.size()) == numel_, "copy_from: ", values.size(),
+           " values for ", describe(), " with ", numel_, " elements");
+  if (values.empty()) return;
+  if (device().is_cpu()) {
+    floats_to_host_bytes(values, dtype_, raw_data());
+    return;
+  }
+  // A device tensor: convert on the host, then upload synchronously (the staging bytes are
+  // freed on return, so the copy must be complete by then).
+  (void)raw_data();  // throws ReleasedTensor naming the tensor
+  std::vector<unsigned char> bytes(nbytes());
+  floats_to_host_bytes(values, dtype_, bytes.data());
+  device_kernels(device(), "copy_from").upload(*this, bytes.data());
+}
+
 void Tensor::fill(float value) const {
+  if (defined() && !device().is_cpu()) {
+    if (numel_ == 0) return;
+    (void)raw_data();                                     // throws ReleasedTensor naming the tensor
+    device_kernels(device(), "fill").fill(*this, value);  // a kernel: no host staging
+    return;
+  }
   copy_from(std::vector<float>(static_cast<size_t>(numel_), value));
 }
 
@@ -282,6 +314,19 @@ float Tensor::item() const {
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   ZS_CHECK(dst.numel() == src.numel(), "accumulate_into: ", src.describe(), " into ",
            dst.describe());
+  if (!dst.device().is_cpu() || !src.device().is_cpu()) {
+    ZS_CHECK(dst.device() == src.device(), "accumulate_into: ", src.describe(), " on ",
+             src.device().str(), " into ", dst.describe(), " on ", dst.device().str(),
+             "; both must be on one device (copy one of them first)");
+    ZS_CHECK(is_floating(dst.dtype()) && is_floating(src.dtype()),
+             "accumulate_into needs floating tensors, got ", src.describe(), " into ",
+             dst.describe());
+    if (dst.numel() == 0) return;
+    (void)dst.raw_data();  // throw ReleasedTensor naming the tensor
+    (void)src.raw_data();
+    device_kernels(dst.device(), "accumulate_into").accumulate(dst, src);
+    return;
+  }
   const size_t n = static_cast<size_t>(dst.numel());
   if (dst.dtype() == DType::kF32 && src.dtype() == DType::kF32) {
     float* d = dst.data<float>();
@@ -296,6 +341,16 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
   std::vector<float> add = src.to_vector();
   for (size_t i = 0; i < n; ++i) sum[i] += add[i];
   dst.copy_from(sum);
+}
+
+void zero_bytes(const Tensor& t) {
+  if (!t.defined() || t.nbytes() == 0) return;
+  if (t.device().is_cpu()) {
+    std::memset(t.raw_data(), 0, t.nbytes());
+    return;
+  }
+  (void)t.raw_data();  // throws ReleasedTensor naming the tensor
+  device_kernels(t.device(), "zero_bytes").zero_bytes(t);
 }
 
 }  // namespace zs

@@ -91,7 +91,11 @@ class Tensor {
   Tensor detach() const;
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
 
-  // Host-side helpers (CPU tensors): copy out/in as float (converting fp16/bf16/int32), fill.
+  // Host-side helpers: copy out/in as float (converting fp16/bf16/int32), fill. Any device: a
+  // device tensor goes through its device's hooks (runtime/device_kernels.h) — for CUDA, a
+  // synchronous copy on the tensor's allocator stream (to_vector, copy_from, item: the host
+  // waits for the work already enqueued there) or a kernel enqueued there (fill). They are for
+  // tests, the tape and setup, not for a training step's inner loop.
   std::vector<float> to_vector() const;
   void copy_from(const std::vector<float>& values) const;
   void fill(float value) const;
@@ -108,8 +112,12 @@ class Tensor {
   std::shared_ptr<AutogradMeta> meta_;
 };
 
-// dst += src element-wise (same number of elements; any floating dtypes, summed in fp32).
+// dst += src element-wise (same number of elements; any floating dtypes, summed in fp32). Both
+// on the same device; a device pair runs on that device (runtime/device_kernels.h).
 void accumulate_into(const Tensor& dst, const Tensor& src);
+
+// Every byte of t = 0 (+0.0 in every dtype), on any device.
+void zero_bytes(const Tensor& t);
 
 // Autograd state of one value, shared by copies of its Tensor handle and by the tape nodes
 // that produce or consume it. It does not keep the tensor's data alive.

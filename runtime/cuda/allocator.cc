@@ -2,6 +2,7 @@
 #include "runtime/cuda/allocator.h"
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/device_kernels.h"
 #include "runtime/error.h"
 
 namespace zs::cuda {
@@ -18,6 +19,20 @@ CudaAllocator::CudaAllocator(const Stream& stream, MemoryTracker* tracker,
   ZS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, stream.device()));
   uint64_t threshold = options.pool_release_threshold;
   ZS_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+  // Only now can CUDA tensors exist: give the runtime's helpers their CUDA kernels.
+  install_cuda_device_kernels();
+}
+
+const CudaAllocator& cuda_allocator_of(const Tensor& t, const char* what) {
+  ZS_CHECK(t.defined(), what, ": the tensor is undefined");
+  const Device device = t.device();
+  ZS_CHECK(device.is_cuda(), what, ": tensor ", t.describe(), " is on ", device.str(),
+           ", not on a CUDA device");
+  const auto* allocator = dynamic_cast<const CudaAllocator*>(&t.allocator());
+  ZS_CHECK(allocator != nullptr, what, ": tensor ", t.describe(), " is labelled ", device.str(),
+           " but its allocator is not a zs::cuda::CudaAllocator, so it has no stream to run on; "
+           "allocate CUDA tensors with a CudaAllocator");
+  return *allocator;
 }
 
 uint64_t CudaAllocator::reserved_bytes() const {

@@ -22,15 +22,23 @@
 // Charged to the host's MemoryTracker like CpuAllocator memory. Pinning is slow (it maps pages);
 // allocate pinned buffers once and reuse them.
 //
+// Device hooks: the constructor installs the CUDA entry of the runtime's device hook table
+// (runtime/device_kernels.h; runtime/cuda/device_kernels.h), so Tensor::to_vector / copy_from /
+// fill / zero_bytes and accumulate_into (the autograd tape's gradient sums) work on the CUDA
+// tensors it makes. They run on this allocator's stream — the stream every op on its tensors
+// uses (ops/cuda/context.h) — so they need no extra ordering.
+//
 // Ownership and thread-safety as runtime/allocator.h: allocate/deallocate are thread-safe; the
 // tracker and the stream must outlive the allocator, the allocator every Storage it made.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "runtime/allocator.h"
 #include "runtime/cuda/stream.h"
+#include "runtime/tensor.h"
 
 namespace zs::cuda {
 
@@ -51,6 +59,10 @@ class CudaAllocator : public Allocator {
   uint64_t reserved_bytes() const;
   // Returns cached memory beyond `keep_bytes` to the driver (cudaMemPoolTrimTo).
   void trim(size_t keep_bytes = 0);
+  // Expires when this allocator is destroyed: lets per-thread caches keyed by allocator (the
+  // cuBLAS handles of ops/cuda/context.h) drop entries of allocators that are gone, even if a
+  // new one reuses the address.
+  std::weak_ptr<const void> lifetime_token() const { return lifetime_; }
 
  protected:
   void* raw_allocate(size_t nbytes) override;
@@ -59,7 +71,13 @@ class CudaAllocator : public Allocator {
  private:
   const Stream& stream_;
   cudaMemPool_t pool_ = nullptr;
+  std::shared_ptr<const void> lifetime_ = std::make_shared<int>(0);
 };
+
+// The CudaAllocator of a tensor on cuda:N, for code that needs its stream. Throws
+// InvalidArgument naming `what` and the tensor if the tensor is not on a CUDA device or its
+// allocator is not a CudaAllocator (e.g. host memory labelled cuda:N).
+const CudaAllocator& cuda_allocator_of(const Tensor& t, const char* what);
 
 class PinnedHostAllocator : public Allocator {
  public:

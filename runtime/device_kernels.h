@@ -1,0 +1,56 @@
+// The per-device-kind hook table behind the runtime's host helpers: what Tensor::to_vector,
+// copy_from, fill, zeros, zero_bytes and accumulate_into (and through them the autograd tape,
+// which sums gradients with accumulate_into and seeds backward with fill) do for a tensor that
+// is not on the CPU.
+//
+// Why a table: zs_runtime must not link a device library (the CPU build never needs the CUDA
+// toolkit), yet the tape and the tests must work on device tensors. So the runtime keeps one
+// entry per Device::Kind, and the device's own library installs its kernels there. The CUDA
+// entry is installed by zs::cuda::CudaAllocator's constructor (runtime/cuda/allocator.h): a CUDA
+// tensor can only exist once a CudaAllocator has been constructed, so the entry is present
+// whenever a CUDA tensor is. A tensor on a device kind whose entry is missing (e.g. memory that
+// an allocator merely labels cuda:N) is refused with InvalidArgument by name, never touched as
+// host memory. CPU tensors never go through the table: their code paths are the plain loops in
+// runtime/tensor.cc.
+//
+// The hooks are host helpers, not a compute path: download/upload are synchronous (they return
+// once the copy is complete), the others are enqueued in the device's stream order and return
+// at once. Each hook receives tensors of its own device kind.
+//
+// Thread-safety: install_device_kernels and device_kernels may be called from any thread (one
+// atomic pointer per kind). The table entry must have static storage duration.
+#pragma once
+
+#include "runtime/device.h"
+
+namespace zs {
+
+class Tensor;
+
+struct DeviceKernels {
+  const char* name = "";  // "cuda", for messages
+  // Copies src.nbytes() bytes of `src` into host memory `host`; returns once they arrived.
+  void (*download)(const Tensor& src, void* host) = nullptr;
+  // Copies dst.nbytes() bytes from host memory `host` into `dst`; returns once they are copied
+  // (the caller may free `host` at once).
+  void (*upload)(const Tensor& dst, const void* host) = nullptr;
+  // Every element of dst = value converted to dst's dtype (fp32/fp16/bf16 round to nearest
+  // even, int32 truncates), as Tensor::fill does on the CPU.
+  void (*fill)(const Tensor& dst, float value) = nullptr;
+  // Every byte of dst = 0 (+0 in every dtype).
+  void (*zero_bytes)(const Tensor& dst) = nullptr;
+  // dst += src element-wise, summed in fp32 and rounded once to dst's dtype (floating dtypes;
+  // the CPU's accumulate_into formula).
+  void (*accumulate)(const Tensor& dst, const Tensor& src) = nullptr;
+};
+
+// Installs (or, with nullptr, removes) the table of `kind`; `kernels` must outlive every later
+// use (static storage). Installing the CPU kind is refused: CPU tensors never use the table.
+void install_device_kernels(Device::Kind kind, const DeviceKernels* kernels);
+// True when `kind` has a table.
+bool has_device_kernels(Device::Kind kind);
+// The table of `device`'s kind; throws InvalidArgument naming `what` and the device when none is
+// installed (no allocator of that kind was ever constructed in this process).
+const DeviceKernels& device_kernels(Device device, const char* what);
+
+}  // namespace zs

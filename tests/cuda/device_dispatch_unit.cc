@@ -1,0 +1,226 @@
+// GPU-free checks of the device dispatch (label unit, in zs_cuda_unit_tests): the runtime's device
+// hook table (runtime/device_kernels.h) and the ops' device checks, on tensors from an allocator
+// that labels host memory cuda:0 — so they run on a machine without a GPU.
+//
+// - Without an installed CUDA table, the runtime's host helpers refuse such a tensor by name
+//   (never touch it as host memory). No CudaAllocator is ever constructed in this program, so
+//   the table is empty unless a test here installs one (and every such test removes it again).
+// - With a table installed (a fake one working on the host memory), Tensor::to_vector /
+//   copy_from / fill / zeros, accumulate_into and the autograd tape's seed and gradient sums go
+//   through it.
+// - The ops refuse mixed devices, a cuda:N tensor whose allocator is not a CudaAllocator (it has
+//   no stream), and say that cross_entropy / embedding / attention are not wired yet on CUDA.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/linear.h"
+#include "runtime/allocator.h"
+#include "runtime/autograd.h"
+#include "runtime/device_kernels.h"
+#include "runtime/error.h"
+#include "runtime/tensor.h"
+
+namespace zs {
+namespace {
+
+class LabelledAllocator : public Allocator {
+ public:
+  explicit LabelledAllocator(Device device) : Allocator(device, nullptr) {}
+
+ protected:
+  void* raw_allocate(size_t nbytes) override { return std::malloc(nbytes); }
+  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+std::string invalid_argument_text(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "<no InvalidArgument thrown>";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A fake CUDA table over host memory (the labelled allocator's), counting calls. fp32 only.
+struct FakeCalls {
+  int download = 0, upload = 0, fill = 0, zero = 0, accumulate = 0;
+};
+FakeCalls g_calls;
+
+void fake_download(const Tensor& src, void* host) {
+  ++g_calls.download;
+  std::memcpy(host, src.raw_data(), src.nbytes());
+}
+void fake_upload(const Tensor& dst, const void* host) {
+  ++g_calls.upload;
+  std::memcpy(dst.raw_data(), host, dst.nbytes());
+}
+void fake_fill(const Tensor& dst, float value) {
+  ++g_calls.fill;
+  float* p = static_cast<float*>(dst.raw_data());
+  for (int64_t i = 0; i < dst.numel(); ++i) p[i] = value;
+}
+void fake_zero(const Tensor& dst) {
+  ++g_calls.zero;
+  std::memset(dst.raw_data(), 0, dst.nbytes());
+}
+void fake_accumulate(const Tensor& dst, const Tensor& src) {
+  ++g_calls.accumulate;
+  float* d = static_cast<float*>(dst.raw_data());
+  const float* s = static_cast<const float*>(src.raw_data());
+  for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+}
+
+DeviceKernels fake_table() {
+  DeviceKernels table;
+  table.name = "fake cuda";
+  table.download = &fake_download;
+  table.upload = &fake_upload;
+  table.fill = &fake_fill;
+  table.zero_bytes = &fake_zero;
+  table.accumulate = &fake_accumulate;
+  return table;
+}
+
+// Installs the fake table for a scope and removes it again.
+class FakeCudaTable {
+ public:
+  FakeCudaTable() {
+    g_calls = FakeCalls{};
+    install_device_kernels(Device::Kind::kCUDA, &table_);
+  }
+  ~FakeCudaTable() { install_device_kernels(Device::Kind::kCUDA, nullptr); }
+
+ private:
+  static inline const DeviceKernels table_ = fake_table();
+};
+
+class DeviceDispatchUnit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(has_device_kernels(Device::Kind::kCUDA))
+        << "a CUDA hook table is installed in a program that constructs no CudaAllocator";
+  }
+  void TearDown() override { current_tape().clear(); }
+
+  Tensor labelled(const Shape& shape, DType dtype = DType::kF32) {
+    return Tensor::empty(shape, dtype, cuda0_, MemoryCategory::kOther, "on_cuda0");
+  }
+
+  LabelledAllocator cuda0_{Device::cuda(0)};
+  CpuAllocator host_{nullptr};
+};
+
+TEST_F(DeviceDispatchUnit, HostHelpersRefuseADeviceWithoutKernels) {
+  Tensor t = labelled({4});
+  for (const auto& [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"to_vector", [&] { (void)t.to_vector(); }},
+           {"copy_from",
+            [&] {
+              t.copy_from({1, 2, 3, 4});
+            }},
+           {"fill", [&] { t.fill(1.0f); }},
+           {"zero_bytes", [&] { (void)Tensor::zeros({4}, DType::kF32, cuda0_); }},
+           {"accumulate_into", [&] { accumulate_into(t, labelled({4})); }},
+       }) {
+    const std::string message = invalid_argument_text(call);
+    EXPECT_TRUE(contains(message, what + " on cuda:0: no cuda:0 kernels are installed")) << message;
+    EXPECT_TRUE(contains(message, "zs::cuda::CudaAllocator")) << message;
+  }
+}
+
+TEST_F(DeviceDispatchUnit, TheCpuKindCannotBeOverridden) {
+  const DeviceKernels table = fake_table();
+  EXPECT_TRUE(
+      contains(invalid_argument_text([&] { install_device_kernels(Device::Kind::kCPU, &table); }),
+               "CPU tensors use the runtime's own loops"));
+}
+
+TEST_F(DeviceDispatchUnit, HostHelpersAndTheTapeGoThroughTheInstalledTable) {
+  FakeCudaTable fake;
+  Tensor t = Tensor::zeros({3}, DType::kF32, cuda0_, "t");
+  EXPECT_EQ(g_calls.zero, 1);
+  t.copy_from({1.0f, 2.0f, 3.0f});
+  EXPECT_EQ(g_calls.upload, 1);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(g_calls.download, 1);
+  Tensor u = labelled({3});
+  u.fill(0.5f);
+  EXPECT_EQ(g_calls.fill, 1);
+  accumulate_into(t, u);
+  EXPECT_EQ(g_calls.accumulate, 1);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1.5f, 2.5f, 3.5f}));
+  // The tape: the loss seed is filled and a second gradient is summed through the table.
+  Tensor leaf = Tensor::zeros({1}, DType::kF32, cuda0_, "leaf").set_requires_grad(true);
+  Tensor loss = leaf.view({1});
+  Tensor again = leaf.view({1});
+  Tensor total = Tensor::zeros({1}, DType::kF32, cuda0_, "total");
+  record_op("sum of two views", {&loss, &again}, {&total}, [](BackwardContext& ctx) {
+    Tensor g = ctx.grad_output(0);
+    ctx.alias_or_accumulate_input_grad(0, g);
+    ctx.alias_or_accumulate_input_grad(1, g);
+  });
+  g_calls = FakeCalls{};
+  backward(total, 3.0f);
+  EXPECT_EQ(g_calls.fill, 1);  // the seed
+  EXPECT_GE(g_calls.accumulate, 1);
+  EXPECT_EQ(leaf.grad().to_vector(), (std::vector<float>{6.0f}));
+}
+
+TEST_F(DeviceDispatchUnit, MixedDevicesAreRefusedForHelpersAndOps) {
+  FakeCudaTable fake;
+  Tensor on_device = labelled({2, 3});
+  Tensor on_host = Tensor::zeros({2, 3}, DType::kF32, host_, "on_host");
+  EXPECT_TRUE(contains(invalid_argument_text([&] { accumulate_into(on_device, on_host); }),
+                       "both must be on one device"));
+  Tensor weight = Tensor::zeros({4, 3}, DType::kF32, host_, "weight");
+  const std::string message = invalid_argument_text([&] { (void)ops::linear(on_device, weight); });
+  EXPECT_TRUE(contains(message, "linear: 'on_cuda0' [2, 3] fp32 is on cuda:0 but 'weight'"))
+      << message;
+  EXPECT_TRUE(contains(message, "every tensor of an op must be on one device")) << message;
+  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::add(on_host, on_device); }),
+                       "every tensor of an op must be on one device"));
+}
+
+TEST_F(DeviceDispatchUnit, OpsNeedACudaAllocatorForTheirStream) {
+  Tensor x = labelled({8});
+  const std::string message = invalid_argument_text([&] { (void)ops::gelu(x); });
+  EXPECT_TRUE(contains(message,
+                       "gelu: tensor 'on_cuda0' [8] fp32 is labelled cuda:0 but its "
+                       "allocator is not a zs::cuda::CudaAllocator"))
+      << message;
+  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::sum(x); }),
+                       "is not a zs::cuda::CudaAllocator"));
+}
+
+TEST_F(DeviceDispatchUnit, UnwiredOpsSaySoOnCuda) {
+  Tensor logits = labelled({2, 5});
+  Tensor targets = labelled({2}, DType::kI32);
+  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::cross_entropy(logits, targets); }),
+                       "cross_entropy on cuda:0 is not wired yet"));
+  Tensor table = labelled({5, 4});
+  Tensor ids = labelled({3}, DType::kI32);
+  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::embedding(table, ids); }),
+                       "embedding on cuda:0 is not wired yet"));
+  Tensor qkv = labelled({1, 4, 24});
+  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::attention(qkv, 2, true); }),
+                       "attention on cuda:0 is not wired yet"));
+}
+
+}  // namespace
+}  // namespace zs
