@@ -1,6 +1,6 @@
 // Softmax cross-entropy math for one row of V logits, written once for the CPU loops
-// (ops/cross_entropy.cc) and a future CUDA kernel (see ../../shared/STYLE.md, "One source of
-// math").
+// (ops/cross_entropy.cc) and the CUDA kernels (ops/cuda/cross_entropy.cu); see
+// ../../shared/STYLE.md, "One source of math".
 //
 //   max = max_i logit_i,  log_sum = log Σ_i exp(logit_i − max)   (so lse = max + log_sum)
 //   loss = (max − logit[target]) + log_sum                          (= −log softmax[target])
@@ -21,6 +21,12 @@
 
 namespace zs::ops::math {
 
+// One term of the row's Σ exp: exp(logit − max). The CPU sums the terms sequentially
+// (cross_entropy_row_stats); the CUDA kernel sums the same terms in strided partial sums.
+ZS_HOST_DEVICE inline float cross_entropy_exp_term(float logit, float row_max) {
+  return expf(logit - row_max);
+}
+
 // max and log Σ_i exp(logits[i] − max) of one row of `vocab` (>= 1) logits.
 template <typename T>
 ZS_HOST_DEVICE inline void cross_entropy_row_stats(const T* logits, int64_t vocab, float* row_max,
@@ -28,7 +34,9 @@ ZS_HOST_DEVICE inline void cross_entropy_row_stats(const T* logits, int64_t voca
   float max_logit = -INFINITY;
   for (int64_t i = 0; i < vocab; ++i) max_logit = fmaxf(max_logit, static_cast<float>(logits[i]));
   float sum = 0.0f;
-  for (int64_t i = 0; i < vocab; ++i) sum += expf(static_cast<float>(logits[i]) - max_logit);
+  for (int64_t i = 0; i < vocab; ++i) {
+    sum += cross_entropy_exp_term(static_cast<float>(logits[i]), max_logit);
+  }
   *row_max = max_logit;
   *log_sum = logf(sum);
 }
