@@ -1,8 +1,10 @@
 // Communicator front: argument checks (including the device of every tensor against the
 // backend's: host memory for local/mpi, the rank's GPU for nccl), the issue-order queue and its
-// thread, traffic accounting, and group-wide failure on the first timeout or peer error.
+// thread — which for a device backend keeps several collectives in flight and polls the oldest
+// — traffic accounting, and group-wide failure on the first timeout or peer error.
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,34 +41,6 @@ std::chrono::milliseconds default_timeout() {
     return std::chrono::milliseconds(seconds > 0 ? static_cast<int64_t>(seconds * 1000) : 600000);
   }();
   return timeout;
-}
-
-void Work::wait() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [this] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool Work::test() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
-
-void Work::complete(std::exception_ptr error) {
-  // Drop the buffers before completion is visible: once wait() returns, the caller may destroy
-  // the allocator they came from, so the last reference must not be released after that.
-  std::vector<Tensor> release;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    release.swap(buffers_);
-  }
-  release.clear();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error_ = std::move(error);
-    done_ = true;
-  }
-  done_cv_.notify_all();
 }
 
 namespace {
@@ -166,8 +140,12 @@ WorkPtr Communicator::enqueue(CollectiveKind kind, std::string description,
                               std::vector<Tensor> buffers, uint64_t bytes, int root,
                               const CollectiveOptions& options,
                               std::function<void(const Call&)> run) {
-  auto work = std::make_shared<Work>(std::move(description), std::move(buffers));
-  Task task{work,           kind, bytes, root, std::move(run), Call{kind, 0, {}, options.tag},
+  // Here, on the issuing thread and before the call returns: the device backend captures what
+  // the compute stream has enqueued so far (backend.h, prepare()).
+  std::shared_ptr<DeviceSync> sync = backend_->prepare(kind, compute_stream_);
+  auto work = std::make_shared<Work>(std::move(description), std::move(buffers), sync);
+  Task task{work,           kind,           bytes,
+            root,           std::move(run), Call{kind, 0, {}, options.tag, std::move(sync)},
             options.timeout};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -180,37 +158,133 @@ WorkPtr Communicator::enqueue(CollectiveKind kind, std::string description,
 
 void Communicator::thread_main() {
   RankScope rank_scope(log_rank_);
-  for (;;) {
+  // Device collectives issued and not yet complete, oldest first. They complete in issue order
+  // (one comm stream), so only the oldest is polled.
+  std::deque<Task> in_flight;
+  for (int round = 0;;) {
     Task task;
+    bool have_task = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      // The next task may start now if nothing is in flight, or if it is itself a device
+      // collective and there is room. A task that completes on its own (split, any CPU
+      // backend's) waits until everything before it has completed: its primitive assumes
+      // that, as it did before collectives could be in flight.
+      auto startable = [&] {
+        return !queue_.empty() && (in_flight.empty() || (queue_.front().call.sync != nullptr &&
+                                                         in_flight.size() < kMaxInFlight));
+      };
+      if (in_flight.empty()) {
+        queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping and drained
+      } else if (!startable() && round >= 1000) {
+        // A slow collective: sleep in short steps, but wake at once for a new collective.
+        queue_cv_.wait_for(lock, std::chrono::microseconds(round < 5000 ? 50 : 500), startable);
+      }
+      if (startable()) {
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        have_task = true;
+      }
     }
-    const auto start = Clock::now();
-    // The timeout counts from when the collective starts, not from when it was queued.
-    task.call.deadline = start + task.timeout;
-    std::exception_ptr error;
-    try {
-      task.run(task.call);
-    } catch (const CommError& e) {
-      error = std::current_exception();
-      // A timed-out or inconsistent collective leaves the group unusable: fail it everywhere.
-      backend_->abort(
-          detail::concat("rank ", rank_, " failed ", task.work->description(), ": ", e.what()));
-    } catch (...) {
-      error = std::current_exception();
+    if (have_task) {
+      if (start_task(task)) in_flight.push_back(std::move(task));
+      continue;
     }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!error) {
-      const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
-      stats_.record(task.kind, traffic.sent, traffic.received, seconds);
+    if (poll_oldest(in_flight)) {
+      round = 0;
+    } else if (++round < 1000) {
+      // Most collectives finish within a few hundred polls: keep the core for them first.
+      std::this_thread::yield();
     }
-    task.run = nullptr;  // the closure holds tensor copies: release them before completing
-    task.work->complete(error);
   }
+}
+
+std::exception_ptr Communicator::capture_failure(const Task& task) {
+  try {
+    throw;
+  } catch (const CommError& e) {
+    // A timed-out or inconsistent collective leaves the group unusable: fail it everywhere.
+    backend_->abort(
+        detail::concat("rank ", rank_, " failed ", task.work->description(), ": ", e.what()));
+  } catch (...) {
+  }
+  return std::current_exception();
+}
+
+bool Communicator::start_task(Task& task) {
+  task.started = Clock::now();
+  // The timeout counts from when the collective starts, not from when it was queued.
+  task.call.deadline = task.started + task.timeout;
+  std::exception_ptr error;
+  try {
+    task.run(task.call);
+  } catch (...) {
+    error = capture_failure(task);
+  }
+  if (!error && task.call.sync != nullptr) {
+    task.work->mark_issued();  // wait_on() may return: the collective is on the device
+    return true;
+  }
+  finish_task(task, error);
+  return false;
+}
+
+bool Communicator::poll_oldest(std::deque<Task>& in_flight) {
+  Task& task = in_flight.front();
+  if (!task.oldest) {
+    // Its own time starts when the collectives before it have completed: one slow collective
+    // must not make every collective queued behind it on the comm stream time out too.
+    task.oldest = true;
+    task.call.deadline = std::max(task.call.deadline, Clock::now() + task.timeout);
+  }
+  std::exception_ptr error;
+  bool done = false;
+  try {
+    done = backend_->poll(task.call);
+  } catch (...) {
+    error = capture_failure(task);
+  }
+  if (!done && !error) return false;
+  Task finished = std::move(task);
+  in_flight.pop_front();
+  finish_task(finished, error);
+  return true;
+}
+
+void Communicator::finish_task(Task& task, std::exception_ptr error) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - task.started).count();
+  if (!error) {
+    const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
+    stats_.record(task.kind, traffic.sent, traffic.received, seconds);
+  }
+  task.run = nullptr;  // the closure holds tensor copies: release them before completing
+  task.call.sync = nullptr;
+  task.work->complete(error);
+}
+
+void Communicator::set_compute_stream(const StreamRef& stream) {
+  if (!stream.is_host()) {
+    ZS_CHECK(buffer_device_.is_cuda(), "Communicator::set_compute_stream: ", stream.str(),
+             " is a device stream, but the ", backend_->name(),
+             " backend moves host memory and runs each collective on the communicator's "
+             "thread, so there is no device work to order; a CPU communicator is ordered by the "
+             "calling thread (issue after the producer, Work::wait() before the consumer). "
+             "Communicate device tensors over the nccl backend");
+    ZS_CHECK(stream.device.is_cuda(), "Communicator::set_compute_stream: ", stream.str(),
+             " is not a CUDA stream, but the ", backend_->name(), " backend runs on ",
+             buffer_device_.str());
+    ZS_CHECK(stream.native != nullptr, "Communicator::set_compute_stream: the stream on ",
+             stream.device.str(),
+             " has a null handle (the legacy default stream); pass a stream of your own, e.g. "
+             "comm::stream_ref(zs::cuda::Stream&)");
+    ZS_CHECK(!check_device_index_ || stream.device == buffer_device_,
+             "Communicator::set_compute_stream: the stream is on ", stream.device.str(),
+             ", but this rank's ", backend_->name(), " communicator runs on ", buffer_device_.str(),
+             "; order against a stream of the communicator's GPU");
+  }
+  backend_->check_compute_stream(stream);
+  compute_stream_ = stream;
 }
 
 WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op,
@@ -341,9 +415,12 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key,
       [this, color, key, &sub](const Call& call) { sub = backend_->split(color, key, call); });
   work->wait();
   if (!sub) return nullptr;
-  // A sub-group of an nccl communicator runs on the same GPU.
-  if (!check_device_index_) return std::make_unique<Communicator>(std::move(sub));
-  return std::make_unique<Communicator>(std::move(sub), buffer_device_);
+  // A sub-group of an nccl communicator runs on the same GPU, after the same compute stream.
+  std::unique_ptr<Communicator> group =
+      check_device_index_ ? std::make_unique<Communicator>(std::move(sub), buffer_device_)
+                          : std::make_unique<Communicator>(std::move(sub));
+  group->set_compute_stream(compute_stream_);
+  return group;
 }
 
 void Communicator::abort(const std::string& reason) {

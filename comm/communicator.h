@@ -4,21 +4,46 @@
 // Ordering contract: every rank of the group issues the same collectives in the same order
 // (as in MPI and c10d). Calls are queued and run one at a time, in issue order, on the
 // communicator's own thread (its "stream" on the CPU), so the caller computes while they run;
-// the returned Work completes when the collective has run on this rank. A collective that does
+// for a device backend that thread issues them, in the same order, to the backend's comm
+// stream, where they run in that order. The returned Work completes when the collective has
+// run on this rank. A collective that does
 // not complete within its timeout fails with CommTimeout naming the collective, its sequence
 // number, the rank and the sizes — it never hangs. If a rank fails or aborts, the others fail
 // fast with CommError naming it.
 //
-// Buffers: the Work holds the tensors until it completes; the caller must not touch them
-// (or, for inputs, change them) before wait() returns. Where the tensors live is the backend's
-// to say (buffer_device()): host memory for "local" and "mpi", the GPU of this rank for "nccl"
-// (comm/nccl/nccl_backend.h). A tensor on the other kind of device is refused at the call with
-// InvalidArgument, before anything is queued. Device tensors must be complete when the call is
-// issued (the producing stream synchronized): this front does not yet order the backend's comm
-// stream after the compute stream by events. Outputs are complete when wait() returns.
+// Buffers: the Work holds the tensors until the collective has completed; the caller must not
+// touch them (or, for inputs, change them) before it has completed, except through the stream
+// ordering below. Where the tensors live is the backend's to say (buffer_device()): host memory
+// for "local" and "mpi", the GPU of this rank for "nccl" (comm/nccl/nccl_backend.h). A tensor on
+// the other kind of device is refused at the call with InvalidArgument, before anything is
+// queued. Outputs are complete when wait() returns.
 //
-// Thread-safety: the calls may be issued from any one thread at a time per communicator
-// (typically the rank's compute thread). rank(), size(), stats() are safe from any thread.
+// Device tensors: ordering against the compute stream without host synchronization.
+// - Issue side. set_compute_stream(stream) names the stream the caller's kernels run on. From
+//   then on, every collective waits — on the device — for the work that stream had enqueued AT
+//   THE MOMENT OF THE CALL: the backend records an event on the compute stream on the calling
+//   thread, inside the call, and its comm stream waits for that event before the collective.
+//   (Recording later, on the communicator thread, would also capture kernels the caller
+//   enqueued after the call — possibly ones that wait for this very collective.) So a kernel
+//   that writes a gradient bucket and a reduce_scatter of it need no synchronize in between.
+//   Without a compute stream (the default, StreamRef::host()) inputs must be complete when the
+//   call is issued (the producing stream synchronized), as before.
+// - Completion side. work->wait_on(stream) makes later work on `stream` wait for the collective
+//   on the device; the host waits only until the communicator thread has enqueued the
+//   collective (work.h). The communicator thread issues collectives ahead of their completion
+//   (up to kMaxInFlight) and polls the oldest for completion, its timeout and the backend's
+//   asynchronous errors, so a failure still fails the Work and the group (never a hang) — see
+//   work.h for how the error reaches the caller.
+// - Lifetimes: the compute stream is borrowed and used only inside the calls issued while it is
+//   attached (on the issuing thread, for the event): detach or replace it (set_compute_stream)
+//   before destroying it. Buffers as above: a Work keeps them until the device work is done,
+//   not merely issued, so the caller may drop its references right after wait_on().
+// - CPU backends (local, mpi) accept only the host as compute stream (a device stream is
+//   refused with InvalidArgument naming the backend); wait_on is wait() for them.
+//
+// Thread-safety: the calls (including set_compute_stream) may be issued from any one thread at a
+// time per communicator (typically the rank's compute thread, the owner of the compute stream).
+// rank(), size(), stats() are safe from any thread.
 #pragma once
 
 #include <condition_variable>
@@ -55,6 +80,18 @@ class Communicator {
   const char* backend_name() const { return backend_->name(); }
   // Where this communicator's tensors must live (see the file comment).
   Device buffer_device() const { return buffer_device_; }
+
+  // At most this many device collectives are issued and not yet complete at a time; the next
+  // waits on the communicator thread (it bounds what in-flight collectives hold: buffers,
+  // events, fp32 scratch of half-precision reductions).
+  static constexpr size_t kMaxInFlight = 64;
+
+  // Orders every later collective after the work `stream` has enqueued when each is issued (see
+  // the file comment). StreamRef::host() (the default) detaches. Throws InvalidArgument for a
+  // device stream on a CPU backend, a stream on another device than buffer_device(), or a null
+  // handle. Sub-communicators made by split() inherit it.
+  void set_compute_stream(const StreamRef& stream);
+  const StreamRef& compute_stream() const { return compute_stream_; }
 
   // In place over `tensor` (every rank passes the same shape and dtype).
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op, const CollectiveOptions& options = {});
@@ -95,12 +132,23 @@ class Communicator {
     std::function<void(const Call&)> run;
     Call call;  // deadline set when the collective starts running
     std::chrono::milliseconds timeout;
+    Clock::time_point started{};  // when the communicator thread started it
+    bool oldest = false;          // its deadline was restarted when it became the oldest in flight
   };
   WorkPtr enqueue(CollectiveKind kind, std::string description, std::vector<Tensor> buffers,
                   uint64_t bytes, int root, const CollectiveOptions& options,
                   std::function<void(const Call&)> run);
   void start();  // checks the backend and the buffer device, then starts the thread
   void thread_main();
+  // Runs (or, for a device collective, issues) a task; returns true if it is now in flight.
+  bool start_task(Task& task);
+  // Polls the oldest in-flight task; true if it finished (it was then completed).
+  bool poll_oldest(std::deque<Task>& in_flight);
+  // Accounts and completes a task that has finished or failed.
+  void finish_task(Task& task, std::exception_ptr error);
+  // Converts a failure of `task` on the communicator thread into its error, aborting the group
+  // on a CommError (a timed-out or inconsistent collective leaves it unusable).
+  std::exception_ptr capture_failure(const Task& task);
   void check_root(const char* what, int root) const;
   void check_peer(const char* what, int peer) const;
   // Defined, not released, and on buffer_device() (the kind; the index too when known).
@@ -113,6 +161,7 @@ class Communicator {
   const Device buffer_device_;
   const bool check_device_index_;  // false: any CUDA index (an nccl backend of unknown device)
   CommStats stats_;
+  StreamRef compute_stream_;  // read and written by the issuing thread only
   uint64_t next_sequence_ = 0;
   std::mutex mutex_;
   std::condition_variable queue_cv_;

@@ -12,6 +12,7 @@
 //   warn its peers), so peers time out — or fail fast if something else aborts the group.
 // Every injected error names the call (index, collective, sequence) and the setting that fired.
 //
+// Stream ordering (prepare, poll, check_compute_stream) is forwarded unchanged.
 // The wrapper owns the wrapped backend. split() returns the wrapped backend's sub-backend
 // unwrapped: faults apply to this group only. Calls come from the owning communicator's thread;
 // abort() may come from any thread.
@@ -58,6 +59,14 @@ class FaultInjectingBackend final : public Backend {
   void recv(void* data, size_t count, DType dtype, int peer, const Call& call) override;
   std::unique_ptr<Backend> split(int color, int key, const Call& call) override;
   void abort(const std::string& reason) override;
+  // Stream ordering is the wrapped backend's (faults apply to the primitives).
+  void check_compute_stream(const StreamRef& stream) const override {
+    target_->check_compute_stream(stream);
+  }
+  std::shared_ptr<DeviceSync> prepare(CollectiveKind kind, const StreamRef& compute) override {
+    return target_->prepare(kind, compute);
+  }
+  bool poll(const Call& call) override { return target_->poll(call); }
 
   // Calls seen so far (including the failed and dropped ones).
   uint64_t calls() const { return calls_.load(); }

@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "ops/cuda/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/nccl_check.h"
 #include "runtime/error.h"
@@ -83,6 +84,39 @@ void await_formed(ncclComm_t comm, Clock::time_point deadline, const std::string
     }
     poll_pause(round);
   }
+}
+
+// The device-side state of one pipelined collective (backend.h, DeviceSync). Each collective
+// has its own events, recorded once: a wait_on long after the collective was issued still
+// waits for exactly that collective, and recording never races with a wait.
+class NcclSync final : public DeviceSync {
+ public:
+  explicit NcclSync(int device) : done(device) {}
+
+  void order_stream(const StreamRef& stream) override {
+    ZS_CHECK(stream.device.is_cuda() && stream.native != nullptr, "Work::wait_on: ", stream.str(),
+             " is not a CUDA stream; pass comm::stream_ref(zs::cuda::Stream&)");
+    // A stream may wait for an event of another device; the event need not be current.
+    ZS_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.native), done.get(), 0));
+  }
+
+  // Recorded on the caller's compute stream when the collective was issued (null: no compute
+  // stream attached). Set by prepare() before the sync is shared; read by the comm thread.
+  std::unique_ptr<zs::cuda::Event> issued_after;
+  // Recorded on the comm stream after the collective, by the comm thread, before the Work is
+  // marked issued (which is what lets wait_on read it).
+  zs::cuda::Event done;
+  // Comm thread only:
+  std::string what;                // the collective, for poll()'s errors
+  Clock::time_point poll_start{};  // first poll: when the collective became the oldest in flight
+  Tensor scratch;                  // fp32 buffer of a half-precision reduction, until completion
+};
+
+NcclSync& sync_of(const Call& call) {
+  auto* sync = dynamic_cast<NcclSync*>(call.sync.get());
+  ZS_CHECK(sync != nullptr, collective_name(call.kind), " #", call.sequence,
+           ": the nccl backend was given device state made by another backend");
+  return *sync;
 }
 
 }  // namespace
@@ -294,131 +328,223 @@ void NcclBackend::await_completion(const Call& call, const std::string& what) {
   }
 }
 
+// ---- stream ordering
+
+void NcclBackend::check_compute_stream(const StreamRef& stream) const {
+  if (stream.is_host()) return;
+  ZS_CHECK(stream.device.is_cuda() && stream.device.index == device_ && stream.native != nullptr,
+           "nccl backend rank ", rank_, " of ", size_, ": the compute stream ", stream.str(),
+           " must be a stream of cuda:", device_,
+           ", the backend's GPU: collectives are ordered after it by an event recorded on it");
+}
+
+std::shared_ptr<DeviceSync> NcclBackend::prepare(CollectiveKind kind, const StreamRef& compute) {
+  if (kind == CollectiveKind::kSplit) return nullptr;
+  zs::cuda::DeviceGuard guard(device_);
+  auto sync = std::make_shared<NcclSync>(device_);
+  if (!compute.is_host()) {
+    // Now, on the issuing thread: exactly the work enqueued before the collective was issued.
+    sync->issued_after = std::make_unique<zs::cuda::Event>(device_);
+    ZS_CUDA_CHECK(
+        cudaEventRecord(sync->issued_after->get(), static_cast<cudaStream_t>(compute.native)));
+  }
+  return sync;
+}
+
+bool NcclBackend::poll(const Call& call) {
+  NcclSync& sync = sync_of(call);
+  if (sync.poll_start == Clock::time_point{}) sync.poll_start = Clock::now();
+  try {
+    // Aborted first: an aborted collective's kernels end too, and must not count as done.
+    check_not_aborted(call, sync.what);
+    if (sync.done.query()) {
+      sync.scratch = Tensor();  // freed on the comm stream, after the collective's last use
+      return true;
+    }
+    ncclResult_t state = ncclSuccess;
+    ZS_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state != ncclSuccess && state != ncclInProgress) fail_async(state, call, sync.what);
+    if (Clock::now() >= call.deadline) {
+      fail_timeout(call, sync.what, "for the collective to complete", sync.poll_start);
+    }
+    return false;
+  } catch (...) {
+    // The allocator belongs to this backend, which may die before the Work holding the sync.
+    sync.scratch = Tensor();
+    throw;
+  }
+}
+
 // ---- collectives
+
+void NcclBackend::run(const Call& call, const std::string& what, const EnqueueFn& enqueue,
+                      const std::function<void(cudaStream_t)>& after, Tensor* scratch) {
+  check_not_aborted(call, what);
+  zs::cuda::DeviceGuard guard(device_);
+  NcclSync* sync = call.sync != nullptr ? &sync_of(call) : nullptr;
+  // Issue side: the comm stream waits, on the device, for what the compute stream had enqueued
+  // when the caller issued the collective.
+  if (sync != nullptr && sync->issued_after != nullptr) stream_.wait(*sync->issued_after);
+  await_issued(enqueue(stream_.get()), call, what);
+  if (after) after(stream_.get());
+  if (sync == nullptr) {
+    await_completion(call, what);
+    return;
+  }
+  sync->what = what;
+  if (scratch != nullptr) sync->scratch = std::move(*scratch);
+  sync->done.record(stream_);
+}
+
+bool NcclBackend::widens(DType dtype, ReduceOp op) const {
+  return options_.reduce_half_in_fp32 && (dtype == DType::kF16 || dtype == DType::kBF16) &&
+         (op == ReduceOp::kSum || op == ReduceOp::kAvg);
+}
+
+Tensor NcclBackend::fp32_scratch(size_t count, const std::string& what) {
+  if (scratch_allocator_ == nullptr) {
+    scratch_allocator_ = std::make_unique<zs::cuda::CudaAllocator>(stream_, options_.tracker);
+  }
+  return Tensor::empty({static_cast<int64_t>(count)}, DType::kF32, *scratch_allocator_,
+                       MemoryCategory::kCommBuffers, "fp32 accumulation of " + what);
+}
 
 void NcclBackend::all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) {
   const std::string what = describe(call, count, dtype, reduce_op_name(op));
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued = ZS_NCCL_CHECK(
-      ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  if (!widens(dtype, op)) {
+    run(call, what, [&](cudaStream_t stream) {
+      return ZS_NCCL_CHECK(
+          ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, stream));
+    });
+    return;
+  }
+  // fp32 accumulation: widen into scratch, reduce it in place, round once back into data.
+  Tensor wide;
+  run(
+      call, what,
+      [&](cudaStream_t stream) {
+        wide = fp32_scratch(count, what);
+        ops::cuda::cast(data, dtype, wide.raw_data(), DType::kF32, static_cast<int64_t>(count),
+                        stream);
+        return ZS_NCCL_CHECK(ncclAllReduce(wide.raw_data(), wide.raw_data(), count, ncclFloat32,
+                                           nccl_op(op), comm_, stream));
+      },
+      [&](cudaStream_t stream) {
+        ops::cuda::cast(wide.raw_data(), DType::kF32, data, dtype, static_cast<int64_t>(count),
+                        stream);
+      },
+      &wide);
 }
 
 void NcclBackend::all_gather(const void* shard, void* full, size_t count, DType dtype,
                              const Call& call) {
-  const std::string what = describe(call, count, dtype, "");
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued =
-      ZS_NCCL_CHECK(ncclAllGather(shard, full, count, nccl_type(dtype), comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, count, dtype, ""), [&](cudaStream_t stream) {
+    return ZS_NCCL_CHECK(ncclAllGather(shard, full, count, nccl_type(dtype), comm_, stream));
+  });
 }
 
 void NcclBackend::reduce_scatter(const void* full, void* shard, size_t count, DType dtype,
                                  ReduceOp op, const Call& call) {
   const std::string what = describe(call, count, dtype, reduce_op_name(op));
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued = ZS_NCCL_CHECK(
-      ncclReduceScatter(full, shard, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  if (!widens(dtype, op)) {
+    run(call, what, [&](cudaStream_t stream) {
+      return ZS_NCCL_CHECK(
+          ncclReduceScatter(full, shard, count, nccl_type(dtype), nccl_op(op), comm_, stream));
+    });
+    return;
+  }
+  // fp32 accumulation: widen full into scratch and reduce-scatter it in place (NCCL's in-place
+  // form: the output is this rank's slice of the input), then round that slice into shard.
+  const size_t full_count = count * static_cast<size_t>(size_);
+  Tensor wide;
+  auto my_slice = [&] { return wide.data<float>() + static_cast<size_t>(rank_) * count; };
+  run(
+      call, what,
+      [&](cudaStream_t stream) {
+        wide = fp32_scratch(full_count, what);
+        ops::cuda::cast(full, dtype, wide.raw_data(), DType::kF32, static_cast<int64_t>(full_count),
+                        stream);
+        return ZS_NCCL_CHECK(ncclReduceScatter(wide.raw_data(), my_slice(), count, ncclFloat32,
+                                               nccl_op(op), comm_, stream));
+      },
+      [&](cudaStream_t stream) {
+        ops::cuda::cast(my_slice(), DType::kF32, shard, dtype, static_cast<int64_t>(count), stream);
+      },
+      &wide);
 }
 
 void NcclBackend::broadcast(void* data, size_t count, DType dtype, int root, const Call& call) {
-  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued =
-      ZS_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, count, dtype, detail::concat("root ", root).c_str()),
+      [&](cudaStream_t stream) {
+        return ZS_NCCL_CHECK(
+            ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, stream));
+      });
 }
 
-void NcclBackend::gather(const void* in, void* out, size_t count, DType dtype, int root,
-                         const Call& call) {
-  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
+ncclResult_t NcclBackend::exchange_with_root(bool to_root, const void* in, void* out, size_t count,
+                                             DType dtype, int root, cudaStream_t stream) {
   const size_t piece_bytes = count * dtype_size(dtype);
   const ncclDataType_t type = nccl_type(dtype);
   // One group: NCCL matches the sends and receives of all ranks as one operation.
   ZS_NCCL_CHECK(ncclGroupStart());
   if (rank_ == root) {
     for (int q = 0; q < size_; ++q) {
-      void* piece = static_cast<char*>(out) + static_cast<size_t>(q) * piece_bytes;
+      const size_t offset = static_cast<size_t>(q) * piece_bytes;
+      // gather: root's buffer is `out`, pieces come in; scatter: it is `in`, pieces go out.
+      void* gathered = to_root ? static_cast<char*>(out) + offset : nullptr;
+      const void* scattered = to_root ? nullptr : static_cast<const char*>(in) + offset;
       if (q == rank_) {
-        ZS_CUDA_CHECK(
-            cudaMemcpyAsync(piece, in, piece_bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+        ZS_CUDA_CHECK(cudaMemcpyAsync(to_root ? gathered : out, to_root ? in : scattered,
+                                      piece_bytes, cudaMemcpyDeviceToDevice, stream));
+      } else if (to_root) {
+        ZS_NCCL_CHECK(ncclRecv(gathered, count, type, q, comm_, stream));
       } else {
-        ZS_NCCL_CHECK(ncclRecv(piece, count, type, q, comm_, stream_.get()));
+        ZS_NCCL_CHECK(ncclSend(scattered, count, type, q, comm_, stream));
       }
     }
+  } else if (to_root) {
+    ZS_NCCL_CHECK(ncclSend(in, count, type, root, comm_, stream));
   } else {
-    ZS_NCCL_CHECK(ncclSend(in, count, type, root, comm_, stream_.get()));
+    ZS_NCCL_CHECK(ncclRecv(out, count, type, root, comm_, stream));
   }
-  const ncclResult_t issued = ZS_NCCL_CHECK(ncclGroupEnd());
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  return ZS_NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclBackend::gather(const void* in, void* out, size_t count, DType dtype, int root,
+                         const Call& call) {
+  run(call, describe(call, count, dtype, detail::concat("root ", root).c_str()),
+      [&](cudaStream_t stream) {
+        return exchange_with_root(true, in, out, count, dtype, root, stream);
+      });
 }
 
 void NcclBackend::scatter(const void* in, void* out, size_t count, DType dtype, int root,
                           const Call& call) {
-  const std::string what = describe(call, count, dtype, detail::concat("root ", root).c_str());
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const size_t piece_bytes = count * dtype_size(dtype);
-  const ncclDataType_t type = nccl_type(dtype);
-  ZS_NCCL_CHECK(ncclGroupStart());
-  if (rank_ == root) {
-    for (int q = 0; q < size_; ++q) {
-      const void* piece = static_cast<const char*>(in) + static_cast<size_t>(q) * piece_bytes;
-      if (q == rank_) {
-        ZS_CUDA_CHECK(
-            cudaMemcpyAsync(out, piece, piece_bytes, cudaMemcpyDeviceToDevice, stream_.get()));
-      } else {
-        ZS_NCCL_CHECK(ncclSend(piece, count, type, q, comm_, stream_.get()));
-      }
-    }
-  } else {
-    ZS_NCCL_CHECK(ncclRecv(out, count, type, root, comm_, stream_.get()));
-  }
-  const ncclResult_t issued = ZS_NCCL_CHECK(ncclGroupEnd());
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, count, dtype, detail::concat("root ", root).c_str()),
+      [&](cudaStream_t stream) {
+        return exchange_with_root(false, in, out, count, dtype, root, stream);
+      });
 }
 
 void NcclBackend::barrier(const Call& call) {
-  const std::string what = describe(call, 1, DType::kI32, "");
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued = ZS_NCCL_CHECK(
-      ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, 1, DType::kI32, ""), [&](cudaStream_t stream) {
+    return ZS_NCCL_CHECK(
+        ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream));
+  });
 }
 
 void NcclBackend::send(const void* data, size_t count, DType dtype, int peer, const Call& call) {
-  const std::string what = describe(call, count, dtype, detail::concat("to rank ", peer).c_str());
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued =
-      ZS_NCCL_CHECK(ncclSend(data, count, nccl_type(dtype), peer, comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, count, dtype, detail::concat("to rank ", peer).c_str()),
+      [&](cudaStream_t stream) {
+        return ZS_NCCL_CHECK(ncclSend(data, count, nccl_type(dtype), peer, comm_, stream));
+      });
 }
 
 void NcclBackend::recv(void* data, size_t count, DType dtype, int peer, const Call& call) {
-  const std::string what = describe(call, count, dtype, detail::concat("from rank ", peer).c_str());
-  check_not_aborted(call, what);
-  zs::cuda::DeviceGuard guard(device_);
-  const ncclResult_t issued =
-      ZS_NCCL_CHECK(ncclRecv(data, count, nccl_type(dtype), peer, comm_, stream_.get()));
-  await_issued(issued, call, what);
-  await_completion(call, what);
+  run(call, describe(call, count, dtype, detail::concat("from rank ", peer).c_str()),
+      [&](cudaStream_t stream) {
+        return ZS_NCCL_CHECK(ncclRecv(data, count, nccl_type(dtype), peer, comm_, stream));
+      });
 }
 
 std::unique_ptr<Backend> NcclBackend::split(int color, int key, const Call& call) {

@@ -2,9 +2,11 @@
 //
 // Buffers are DEVICE memory of the backend's GPU (this is the one difference from the CPU
 // backends, whose buffers are host memory). Every primitive enqueues its NCCL call on the
-// backend's own comm stream, records an event after it, and polls that event until the call has
-// completed on this rank — so, as the contract says, a primitive returns when its part of the
-// collective is done, and it can never wait forever:
+// backend's own comm stream and records an event after it; that event is polled until the call
+// has completed on this rank — by the primitive itself (as the contract says, it returns when
+// its part of the collective is done), or, for a collective a Communicator issued with
+// Call::sync, by poll() on the communicator's thread (see "Ordering with compute"). Either way
+// it can never wait forever:
 // - while polling it also asks ncclCommGetAsyncError; an asynchronous NCCL error (a peer died,
 //   a network error) aborts the communicator (ncclCommAbort) and throws CommError naming the
 //   collective and NCCL's message;
@@ -19,17 +21,36 @@
 // ncclCommAbort at its next poll (NCCL permits ncclCommAbort from another thread, but the comm
 // must not be destroyed under a running call).
 //
-// Ordering with compute. The comm stream is the backend's own (non-blocking) stream. Inputs must
-// be complete before a primitive is called: either the producer stream was synchronized, or the
-// comm stream was made to wait for it (stream().wait(event) / wait_for(producer)) — the sharding
-// engine does the latter, so no host synchronization is needed inside a step. Outputs are
-// complete when the primitive returns (it waited for the comm stream's event).
+// Ordering with compute (backend.h, "Device backends"). The comm stream is the backend's own
+// (non-blocking) stream. Two ways to run a primitive:
+// - Called with Call::sync set (by a Communicator, for every collective but split): prepare()
+//   recorded an event on the caller's compute stream when the collective was issued, if the
+//   communicator has one (Communicator::set_compute_stream); the primitive makes the comm
+//   stream wait for that event, enqueues the collective, records the completion event and
+//   returns. The Communicator's thread then polls it (poll(): the completion event, NCCL's
+//   asynchronous error, abort, the deadline, with the same failures as below), and Work::wait_on
+//   makes a compute stream wait for the completion event. No host synchronization anywhere on
+//   the way; every event is the collective's own (never re-recorded), so a wait_on long after
+//   the collective issued still waits for exactly that collective.
+// - Called without it (direct callers, split): inputs must be complete before the call (the
+//   producer stream synchronized, or stream() made to wait for it), and the primitive returns
+//   when the collective has completed, as the Backend contract says.
 //
 // Reductions. NCCL reduces by itself: fp32/fp16/bf16/int32 with sum, avg (ncclAvg), max, min.
-// NCCL does not promise the CPU backends' fixed rank order (its ring/tree order depends on the
-// topology), and it reduces fp16/bf16 in the element type rather than accumulating in fp32 —
-// results agree with the CPU backends within the dtype's rounding, not bit for bit (docs/cuda.md).
-// int32 avg is NCCL's sum followed by a division by the group size.
+// fp16/bf16 sum and avg accumulate in fp32 by default (NcclBackendOptions::reduce_half_in_fp32,
+// as the CPU backends do and ARCHITECTURE.md asks): on the comm stream the input is cast into an
+// fp32 buffer (ops/cuda/kernels.h's cast, the CPU's own rounding), reduced in fp32 by NCCL and
+// rounded once back into the output. The fp32 buffer costs 2× the reduced bytes — the tensor's
+// for all_reduce, `full`'s for reduce_scatter (reduced in place in the fp32 copy of full) —
+// comes from a CudaAllocator on the comm stream (stream-ordered, so it is reused as soon as the
+// stream has passed the cast back, without a host sync), is charged to
+// NcclBackendOptions::tracker as comm_buffers while the collective is in flight, and doubles the
+// bytes on the wire. max and min stay in the element type (a selection: widening changes
+// nothing). NCCL does not promise the CPU backends' fixed rank order (its ring/tree order
+// depends on the topology), so results equal the CPU backends' bit for bit on one rank and
+// within one rounding of the dtype across ranks; with reduce_half_in_fp32 = false NCCL
+// accumulates in the element type (faster, half the traffic, a rounding per step). int32 avg is
+// NCCL's (sum, then division by the group size).
 //
 // Creation: create_local() makes all ranks of a single-process group at once (ncclCommInitAll,
 // one GPU per rank; hand each backend to its own thread); create() forms one rank of a group
@@ -38,28 +59,44 @@
 // Communicators made by create() and split() are non-blocking (ncclConfig_t::blocking = 0) so
 // that forming them is bounded by the deadline too.
 //
-// Thread-safety: one thread runs a backend's primitives at a time (its Communicator's thread);
-// abort(), rank(), size() are safe from any thread.
+// Thread-safety: one thread runs a backend's primitives and poll() at a time (its
+// Communicator's thread); prepare() runs on the issuing thread concurrently with them (it only
+// records an event on the caller's stream); abort(), rank(), size() are safe from any thread.
 #pragma once
 
 #include <nccl.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "comm/backend.h"
+#include "runtime/cuda/allocator.h"
 #include "runtime/cuda/stream.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/tensor.h"
 
 namespace zs::comm {
 
 struct NcclBackendOptions {
   // How long the destructor waits for ncclCommFinalize before it aborts the communicator.
   std::chrono::milliseconds destroy_timeout{10000};
+  // fp16/bf16 sum/avg accumulate in fp32 (see the file comment); false: in the element type.
+  bool reduce_half_in_fp32 = true;
+  // Charged for the fp32 buffers of half-precision reductions (comm_buffers); null: untracked.
+  // Thread-safe by contract (runtime/memory_tracker.h); must outlive the backend.
+  MemoryTracker* tracker = nullptr;
 };
+
+// The comm layer's name for a CUDA stream (comm/types.h): pass it to
+// Communicator::set_compute_stream and Work::wait_on. Borrowed: `stream` must outlive its uses.
+inline StreamRef stream_ref(const zs::cuda::Stream& stream) {
+  return StreamRef{stream.zs_device(), static_cast<void*>(stream.get())};
+}
 
 class NcclBackend final : public Backend {
  public:
@@ -103,6 +140,12 @@ class NcclBackend final : public Backend {
   std::unique_ptr<Backend> split(int color, int key, const Call& call) override;
   void abort(const std::string& reason) override;
 
+  // Stream ordering (see the file comment). A compute stream must be on this backend's GPU.
+  void check_compute_stream(const StreamRef& stream) const override;
+  // Null for split (it forms a communicator and completes in the primitive).
+  std::shared_ptr<DeviceSync> prepare(CollectiveKind kind, const StreamRef& compute) override;
+  bool poll(const Call& call) override;
+
   int device() const { return device_; }
   // The comm stream: make it wait for the producers of a collective's inputs.
   zs::cuda::Stream& stream() { return stream_; }
@@ -111,7 +154,26 @@ class NcclBackend final : public Backend {
  private:
   NcclBackend(ncclComm_t comm, int device, bool nonblocking, NcclBackendOptions options);
 
+  // Enqueues NCCL work on the given stream; returns NCCL's result.
+  using EnqueueFn = std::function<ncclResult_t(cudaStream_t)>;  // zs-unchecked: a type
   std::string describe(const Call& call, size_t count, DType dtype, const char* extra) const;
+  // The steps every primitive shares: fail fast if aborted, select the device, order the comm
+  // stream after the compute stream's issue-time event (Call::sync), `enqueue` the NCCL call(s)
+  // on the comm stream (it returns NCCL's result), wait until NCCL has issued them, run `after`
+  // (work that must follow the issued call, e.g. a cast back), then either wait for completion
+  // (no Call::sync) or record the completion event and return; `scratch` (if defined) then
+  // moves into the sync, to be released when the collective completes.
+  void run(const Call& call, const std::string& what, const EnqueueFn& enqueue,
+           const std::function<void(cudaStream_t)>& after = nullptr, Tensor* scratch = nullptr);
+  // gather (to_root) and scatter (!to_root), mirror images: root moves piece q of its
+  // size()·count buffer to or from rank q (its own piece by a device copy), every other rank
+  // its `count` elements from or to root; one NCCL group. Returns ncclGroupEnd's result.
+  ncclResult_t exchange_with_root(bool to_root, const void* in, void* out, size_t count,
+                                  DType dtype, int root, cudaStream_t stream);
+  // True if a reduction of `dtype` with `op` runs in fp32 (reduce_half_in_fp32).
+  bool widens(DType dtype, ReduceOp op) const;
+  // `count` fp32 elements of device memory, ordered on the comm stream, charged as comm_buffers.
+  Tensor fp32_scratch(size_t count, const std::string& what);
   // Throws CommError if the group was aborted (performing the pending ncclCommAbort first).
   void check_not_aborted(const Call& call, const std::string& what);
   // Waits until a non-blocking NCCL call that returned ncclInProgress is set up.
@@ -133,7 +195,10 @@ class NcclBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   zs::cuda::Stream stream_;
-  zs::cuda::Event done_;
+  zs::cuda::Event done_;  // completion of blocking primitives (a pipelined one has its own)
+  // fp32 buffers of half-precision reductions; on stream_, so declared after it (and destroyed
+  // before it). Made on first use, on the communicator thread.
+  std::unique_ptr<zs::cuda::CudaAllocator> scratch_allocator_;
   int32_t* barrier_word_ = nullptr;  // one int32 of device memory (not tracked: 4 bytes)
   std::atomic<bool> aborted_{false};
   std::mutex abort_mutex_;
