@@ -6,35 +6,26 @@
 #include <cmath>
 
 #include "ops/math/elementwise.h"
+#include "ops/math/norm.h"
+#include "optim/device_loops.h"
 #include "optim/loops_impl.h"
 #include "runtime/allocator.h"
 
 namespace zs::optim {
 namespace {
 
-// Elements per block of the local sum, counted from the view's start (a multiple of kLanes).
-constexpr int64_t kNormBlock = 4096;
-constexpr int64_t kLanes = 8;
+using ops::math::kNormBlock;
 
-// Σ g² over the covered elements of [block_begin, block_end), segments from `first` on.
+// Σ g² over the covered elements of [block_begin, block_end), segments from `first` on, in the
+// order ops/math/norm.h fixes (the CUDA kernel adds the same terms in the same order).
 double block_sum_of_squares(const float* grad, int64_t block_begin, int64_t block_end,
                             const std::vector<Segment>& segments, size_t first) {
-  double lanes[kLanes] = {};
+  double lanes[ops::math::kNormLanes] = {};
   for (size_t k = first; k < segments.size() && segments[k].begin < block_end; ++k) {
-    const int64_t begin = std::max(segments[k].begin, block_begin);
-    const int64_t end = std::min(segments[k].end, block_end);
-    int64_t i = begin;
-    // Element i always goes to lane i mod 8 (block_begin is a multiple of 8), whatever the
-    // segment boundaries: peel to a multiple of 8, eight lanes at a time, then the tail.
-    for (; i < end && i % kLanes != 0; ++i)
-      lanes[i % kLanes] += ops::math::sum_of_squares_term(grad[i]);
-    for (; i + kLanes <= end; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) lanes[l] += ops::math::sum_of_squares_term(grad[i + l]);
-    }
-    for (; i < end; ++i) lanes[i % kLanes] += ops::math::sum_of_squares_term(grad[i]);
+    ops::math::add_squares_to_lanes(grad, std::max(segments[k].begin, block_begin),
+                                    std::min(segments[k].end, block_end), lanes);
   }
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return ops::math::fold_lanes(lanes);
 }
 
 // Pointers are taken before any parallel region: nothing inside one may throw.
@@ -43,6 +34,10 @@ void scale_view(const ShardView& view, float coefficient) {
   const std::vector<Segment> segments = normalize_segments(view.segments, view.master.numel(),
                                                            "scale_grads view '" + view.name + "'");
   if (segments.empty()) return;
+  if (detail::on_cuda(view)) {
+    detail::cuda_scale(view, segments, coefficient);
+    return;
+  }
   float* grad = view.grad.data<float>();
   detail::parallel_for_segments(segments, [&](int64_t begin, int64_t end, bool) {
     float* __restrict g = grad;
@@ -57,6 +52,7 @@ double grad_sum_of_squares(const ShardView& view) {
   const std::vector<Segment> segments = normalize_segments(
       view.segments, view.master.numel(), "grad_sum_of_squares view '" + view.name + "'");
   if (segments.empty()) return 0.0;
+  if (detail::on_cuda(view)) return detail::cuda_sum_of_squares(view, segments);
   const float* grad = view.grad.data<float>();
   const int64_t numel = view.master.numel();
   const int64_t blocks = (numel + kNormBlock - 1) / kNormBlock;

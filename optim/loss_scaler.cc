@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/math/elementwise.h"
+#include "optim/device_loops.h"
 #include "optim/loops_impl.h"
 #include "runtime/half.h"
 #include "runtime/logging.h"
@@ -126,6 +127,7 @@ bool unscale_and_check(const ShardView& view, float inv_scale) {
   const std::vector<Segment> segments = normalize_segments(
       view.segments, view.master.numel(), "unscale_and_check view '" + view.name + "'");
   if (segments.empty()) return false;
+  if (detail::on_cuda(view)) return detail::cuda_unscale_and_check(view, segments, inv_scale);
   float* grad = view.grad.data<float>();
   // One flag per thread of the team, ORed after the loop (an OR does not depend on the order,
   // so neither does the answer on the thread count).

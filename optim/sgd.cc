@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "optim/device_loops.h"
 #include "optim/loops_impl.h"
 
 namespace zs::optim {
@@ -58,6 +59,10 @@ void sgd_update(const ShardView& view, const Tensor& momentum_buffer, const SgdO
       normalize_segments(view.segments, view.master.numel(), "SGD view '" + view.name + "'");
   if (segments.empty()) return;
   const ops::math::SgdStep s{lr, options.momentum, options.weight_decay};
+  if (detail::on_cuda(view)) {
+    detail::cuda_sgd(view, segments, momentum ? momentum_buffer : Tensor(), s, options.nesterov);
+    return;
+  }
   float* param = view.master.data<float>();
   const float* grad = view.grad.data<float>();
   if (!momentum) {

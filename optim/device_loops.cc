@@ -1,0 +1,143 @@
+// optim/device_loops.h: the CUDA branch of the optimizer loops (compiled empty of CUDA calls,
+// and throwing, in a build without CUDA).
+#include "optim/device_loops.h"
+
+#include <string>
+
+#include "runtime/error.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/optim_kernels.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/stream.h"
+#endif
+
+namespace zs::optim::detail {
+
+bool on_cuda(const ShardView& view) {
+  return view.master.defined() && view.master.device().is_cuda();
+}
+
+#if ZS_HAVE_CUDA
+namespace {
+
+// The stream every buffer of the view was allocated on. The master's allocator decides; the
+// gradient and the state must be device memory on the same GPU.
+const zs::cuda::Stream& view_stream(const ShardView& view, const char* who,
+                                    std::initializer_list<const Tensor*> others) {
+  const zs::cuda::CudaAllocator& allocator = zs::cuda::cuda_allocator_of(view.master, who);
+  for (const Tensor* t : others) {
+    if (t == nullptr || !t->defined()) continue;
+    ZS_CHECK(t->device() == view.master.device(), who, " view '", view.name, "': ", t->describe(),
+             " is on ", t->device().str(), " but the master shard is on ",
+             view.master.device().str(), "; keep a view's gradient and state on its device");
+  }
+  return allocator.stream();
+}
+
+}  // namespace
+
+void cuda_adamw(const ShardView& view, const std::vector<Segment>& segments, const Tensor& exp_avg,
+                const Tensor& exp_avg_sq, const ops::math::AdamWStep& step) {
+  const cudaStream_t stream = view_stream(view, "AdamW", {&view.grad, &exp_avg, &exp_avg_sq}).get();
+  float* param = view.master.data<float>();
+  const float* grad = view.grad.data<float>();
+  float* m = exp_avg.data<float>();
+  float* v = exp_avg_sq.data<float>();
+  for (const Segment& s : segments) {
+    ops::cuda::adamw_step(param + s.begin, grad + s.begin, m + s.begin, v + s.begin,
+                          s.end - s.begin, step, s.decay, stream);
+  }
+}
+
+void cuda_sgd(const ShardView& view, const std::vector<Segment>& segments,
+              const Tensor& momentum_buffer, const ops::math::SgdStep& step, bool nesterov) {
+  const cudaStream_t stream = view_stream(view, "SGD", {&view.grad, &momentum_buffer}).get();
+  float* param = view.master.data<float>();
+  const float* grad = view.grad.data<float>();
+  float* buffer = momentum_buffer.defined() ? momentum_buffer.data<float>() : nullptr;
+  for (const Segment& s : segments) {
+    ops::cuda::sgd_step(param + s.begin, grad + s.begin, buffer ? buffer + s.begin : nullptr,
+                        s.end - s.begin, step, s.decay, nesterov, stream);
+  }
+}
+
+double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>& segments) {
+  const zs::cuda::Stream& stream = view_stream(view, "grad_sum_of_squares", {&view.grad});
+  const int64_t numel = view.master.numel();
+  std::vector<int64_t> begins, ends;
+  for (const Segment& s : segments) {
+    begins.push_back(s.begin);
+    ends.push_back(s.end);
+  }
+  // Workspace and result on the view's allocator (stream-ordered: usable on `stream` at once).
+  const size_t ws_bytes = ops::cuda::sum_of_squares_workspace_bytes(numel);
+  Tensor workspace = Tensor::empty(
+      {static_cast<int64_t>((ws_bytes + sizeof(float) - 1) / sizeof(float)) + 2}, DType::kF32,
+      view.master.allocator(), MemoryCategory::kWorkspace, "gradient norm workspace");
+  // The result double sits after the lanes (ws_bytes is a multiple of 8: still aligned).
+  char* base = static_cast<char*>(workspace.raw_data());
+  double* result = reinterpret_cast<double*>(base + ws_bytes);
+  ops::cuda::sum_of_squares(view.grad.data<float>(), numel, begins.data(), ends.data(),
+                            static_cast<int64_t>(begins.size()), base, result, stream.get());
+  double host = 0.0;
+  ZS_CUDA_CHECK(
+      cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  return host;
+}
+
+void cuda_scale(const ShardView& view, const std::vector<Segment>& segments, float coefficient) {
+  const cudaStream_t stream = view_stream(view, "scale_grads", {&view.grad}).get();
+  float* grad = view.grad.data<float>();
+  for (const Segment& s : segments) {
+    ops::cuda::scale_inplace(grad + s.begin, coefficient, s.end - s.begin, DType::kF32, stream);
+  }
+}
+
+bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>& segments,
+                            float inv_scale) {
+  const zs::cuda::Stream& stream = view_stream(view, "unscale_and_check", {&view.grad});
+  Tensor flag = Tensor::empty({1}, DType::kI32, view.master.allocator(), MemoryCategory::kWorkspace,
+                              "loss scaler overflow mark");
+  int32_t* mark = flag.data<int32_t>();
+  ZS_CUDA_CHECK(cudaMemsetAsync(mark, 0, sizeof(int32_t), stream.get()));
+  float* grad = view.grad.data<float>();
+  for (const Segment& s : segments) {
+    ops::cuda::unscale_and_mark(grad + s.begin, s.end - s.begin, inv_scale, mark, stream.get());
+  }
+  int32_t host = 0;
+  ZS_CUDA_CHECK(
+      cudaMemcpyAsync(&host, mark, sizeof(int32_t), cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  return host != 0;
+}
+
+#else  // no CUDA in this build
+
+namespace {
+[[noreturn]] void no_cuda(const ShardView& view) {
+  ZS_THROW(InvalidArgument, "optimizer view '", view.name, "' is on ", view.master.device().str(),
+           " but this zeroshard was built without CUDA; rebuild with -DZS_CUDA=ON");
+}
+}  // namespace
+
+void cuda_adamw(const ShardView& view, const std::vector<Segment>&, const Tensor&, const Tensor&,
+                const ops::math::AdamWStep&) {
+  no_cuda(view);
+}
+void cuda_sgd(const ShardView& view, const std::vector<Segment>&, const Tensor&,
+              const ops::math::SgdStep&, bool) {
+  no_cuda(view);
+}
+double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>&) { no_cuda(view); }
+void cuda_scale(const ShardView& view, const std::vector<Segment>&, float) { no_cuda(view); }
+bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>&, float) {
+  no_cuda(view);
+}
+
+#endif
+
+}  // namespace zs::optim::detail
