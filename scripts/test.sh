@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+# Warnings in our own code are errors here (CI runs this), in the CPU and the CUDA configuration.
+scripts/build.sh -DZS_WERROR=ON
 ctest --test-dir "${ZS_BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" "$@"

@@ -1,7 +1,8 @@
 // GPU-free checks of the CUDA path (ctest label `unit`, program zs_cuda_unit_tests):
 //
 // 1. A grep-level static check: every call of a CUDA runtime (cuda*), cuBLAS (cublas*) or NCCL
-//    (nccl*) function in our CUDA sources (runtime/cuda, ops/cuda, comm/nccl, tests/cuda) is the
+//    (nccl*) function in our CUDA sources (runtime/cuda, ops/cuda, comm/nccl, tests/cuda, and the
+//    files of runtime, ops, comm, optim, sharding, train and apps that call CUDA) is the
 //    argument of a check macro (ZS_CUDA_CHECK, ZS_CUBLAS_CHECK, ZS_NCCL_CHECK or their _WARN
 //    forms), and every kernel launch (<<<…>>>) is followed by ZS_CUDA_CHECK(cudaGetLastError()).
 //    Exceptions: the functions that only describe an error (cudaGetErrorName, …), and lines
@@ -178,7 +179,10 @@ TEST(CudaStaticCheck, EveryCudaCublasNcclCallIsWrappedInACheckMacro) {
   const fs::path root = ZS_SOURCE_ROOT;
   ScanResult result;
   int files = 0;
-  for (const char* dir : {"runtime/cuda", "ops/cuda", "comm/nccl", "tests/cuda"}) {
+  // The CUDA folders, and the folders whose files reach CUDA from `#if ZS_HAVE_CUDA` branches
+  // (op dispatch, optimizer loops, the engine on CUDA). Each folder's own files, not its subfolders.
+  for (const char* dir : {"runtime/cuda", "ops/cuda", "comm/nccl", "tests/cuda", "runtime", "ops",
+                          "comm", "optim", "sharding", "train", "apps"}) {
     ASSERT_TRUE(fs::is_directory(root / dir)) << (root / dir) << " is missing";
     for (const auto& entry : fs::directory_iterator(root / dir)) {
       const std::string ext = entry.path().extension().string();
