@@ -236,8 +236,11 @@ TEST(Bert, LearnsWhetherASequenceContainsASevenTo100Percent) {
   config.num_classes = 2;
   BertClassifier model(config);
   materialize(model, allocator, 1);
-  const Synthetic train = make_contains_seven(64, config.context, 0, allocator);
-  const Synthetic eval = make_contains_seven(64, config.context, 1, allocator);
+  // Enough examples that fitting them all means learning the rule, not the examples: with 64 the
+  // held-out accuracy depended on the GEMM's rounding (47/64 with OpenBLAS's Zen kernels).
+  const int64_t kTrain = 256, kEval = 128;
+  const Synthetic train = make_contains_seven(kTrain, config.context, 0, allocator);
+  const Synthetic eval = make_contains_seven(kEval, config.context, 1, allocator);
   std::vector<Tensor> params;
   std::vector<bool> decay;
   for (Parameter* p : model.parameters()) {
@@ -250,7 +253,7 @@ TEST(Bert, LearnsWhetherASequenceContainsASevenTo100Percent) {
   float first = 0, last = 0;
   int64_t train_correct = 0;
   int steps = 0;
-  for (; steps < 400 && train_correct < 64; ++steps) {
+  for (; steps < 400 && train_correct < kTrain; ++steps) {
     adam.zero_grad();
     Tensor loss = model.loss(train.ids, train.lengths, train.labels);
     backward(loss);
@@ -263,10 +266,10 @@ TEST(Bert, LearnsWhetherASequenceContainsASevenTo100Percent) {
     }
   }
   NoGradScope no_grad;
-  EXPECT_EQ(count_correct(model.logits(train.ids, train.lengths), train.labels), 64)
+  EXPECT_EQ(count_correct(model.logits(train.ids, train.lengths), train.labels), kTrain)
       << "loss " << first << " -> " << last << " in " << steps << " steps";
   const int64_t eval_correct = count_correct(model.logits(eval.ids, eval.lengths), eval.labels);
-  EXPECT_GE(eval_correct, 60) << "held-out accuracy " << eval_correct << "/64";
+  EXPECT_GE(eval_correct, kEval * 15 / 16) << "held-out accuracy " << eval_correct << "/" << kEval;
   EXPECT_LT(last, 0.5f * first);
   EXPECT_EQ(current_tape().size(), 0u);
   EXPECT_EQ(tracker.current(MemoryCategory::kActivations), 0u);  // all freed after backward
