@@ -32,6 +32,20 @@
 // Determinism: each pair is computed by one thread with single-threaded GEMMs of shapes that
 // depend only on (T, D, C, mask), and pairs write disjoint columns, so the results are bitwise
 // independent of the thread count.
+//
+// On cuda:N: ops/cuda/nn_kernels.h's fused kernels (one warp per query row, online softmax over
+// key tiles; the backward recomputes the probabilities from the saved lse), on the stream of the
+// tensors' allocator (ops/cuda/context.h). Saved, as here: qkv and the output (handles), the lse
+// (fp32 [B, H, T], activations) and the lengths by value — on the device, a copy of valid_lengths
+// (int32 [B], activations, a device-to-device copy on the op's stream), so that changing the
+// caller's lengths before backward cannot change the gradient. No staging: the kernels read and
+// write 16-bit storage themselves, and qkv's gradient is written in the sink's dtype. With
+// valid_lengths the forward kernel flags the first sequence whose length is outside [0, T]; the op
+// reads that flag back once (one 4-byte download on the op's stream: a host sync, the host waits
+// for the forward) and throws the CPU's message (reading the offending length, one more 4-byte
+// download, on that error path only). Without valid_lengths there is nothing to check and no sync.
+// The kernels hold at most kAttentionMaxHeadDim (256) values of a head per lane group: a larger
+// head_dim is refused by the launcher with InvalidArgument (the CPU op has no such limit).
 #include "ops/attention.h"
 
 #include <omp.h>
@@ -44,6 +58,12 @@
 #include "ops/cpu/gemm.h"
 #include "ops/math/softmax.h"
 #include "ops/op_utils.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/nn_kernels.h"
+#include "runtime/cuda/check.h"
+#endif
 
 namespace zs::ops {
 
@@ -88,20 +108,31 @@ AttentionDims check_attention_args(const Tensor& qkv, int64_t n_head) {
   return dims;
 }
 
-// The valid key count of every sequence: T without padding, else valid_lengths checked.
-std::vector<int64_t> check_valid_lengths(const Tensor& valid_lengths, const AttentionDims& dims) {
-  std::vector<int64_t> lengths(static_cast<size_t>(dims.batch), dims.seq);
-  if (!valid_lengths.defined()) return lengths;
-  detail::check_cpu("attention", valid_lengths);
+// valid_lengths' own checks (device, dtype, shape), before its values are read.
+void check_lengths_tensor(const Tensor& valid_lengths, const AttentionDims& dims) {
+  detail::check_supported_device("attention", valid_lengths);
   ZS_CHECK(valid_lengths.dtype() == DType::kI32, "attention: valid_lengths ",
            valid_lengths.describe(), " must be int32");
   ZS_CHECK(valid_lengths.dim() == 1 && valid_lengths.size(0) == dims.batch,
            "attention: valid_lengths ", valid_lengths.describe(), " must be [", dims.batch,
            "], one length per sequence of qkv");
+}
+
+// The CPU's message for valid_lengths[b] = length outside [0, T].
+void check_length(const AttentionDims& dims, int64_t b, int32_t length) {
+  ZS_CHECK(length >= 0 && length <= dims.seq, "attention: valid_lengths[", b, "] = ", length,
+           " is outside [0, ", dims.seq, "] (the sequence length of qkv)");
+}
+
+// The valid key count of every sequence: T without padding, else valid_lengths checked.
+std::vector<int64_t> check_valid_lengths(const Tensor& valid_lengths, const AttentionDims& dims) {
+  std::vector<int64_t> lengths(static_cast<size_t>(dims.batch), dims.seq);
+  if (!valid_lengths.defined()) return lengths;
+  detail::check_cpu("attention", valid_lengths);
+  check_lengths_tensor(valid_lengths, dims);
   const int32_t* values = valid_lengths.data<int32_t>();
   for (int64_t b = 0; b < dims.batch; ++b) {
-    ZS_CHECK(values[b] >= 0 && values[b] <= dims.seq, "attention: valid_lengths[", b,
-             "] = ", values[b], " is outside [0, ", dims.seq, "] (the sequence length of qkv)");
+    check_length(dims, b, values[b]);
     lengths[static_cast<size_t>(b)] = values[b];
   }
   return lengths;
@@ -222,8 +253,17 @@ void backward_pair(const AttentionDims& dims, bool causal, int64_t valid, const 
   }
 }
 
+#if ZS_HAVE_CUDA
+Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
+                      const Tensor& valid_lengths);
+#endif
+
 Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tensor& valid_lengths) {
   const AttentionDims dims = check_attention_args(qkv, n_head);
+  detail::check_same_device("attention", {&qkv, &valid_lengths});
+#if ZS_HAVE_CUDA
+  if (detail::on_cuda(qkv)) return attention_cuda(qkv, dims, causal, valid_lengths);
+#endif
   const std::vector<int64_t> lengths = check_valid_lengths(valid_lengths, dims);
   const Shape out_shape{dims.batch, dims.seq, dims.channels};
   const Shape lse_shape{dims.batch, dims.heads, dims.seq};
@@ -292,17 +332,94 @@ Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tens
   return out;
 }
 
+#if ZS_HAVE_CUDA
+Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
+                      const Tensor& valid_lengths) {
+  cuda::OpContext ctx("attention", {&qkv, &valid_lengths});
+  if (valid_lengths.defined()) check_lengths_tensor(valid_lengths, dims);
+  const Shape out_shape{dims.batch, dims.seq, dims.channels};
+  const Shape lse_shape{dims.batch, dims.heads, dims.seq};
+  Tensor out = detail::new_output(out_shape, qkv.dtype(), qkv, "attention");
+  const bool record = needs_grad({&qkv});
+  Tensor lse = record ? detail::new_output(lse_shape, DType::kF32, qkv, "attention lse")
+                      : detail::new_workspace(lse_shape, qkv, "attention lse");
+  // The lengths backward uses: a copy of the caller's (the CPU saves them by value). Copied
+  // before the forward on the same stream, so both kernels read the same values.
+  Tensor lengths;
+  if (valid_lengths.defined() && record) {
+    lengths = detail::new_output({dims.batch}, DType::kI32, qkv, "attention valid lengths");
+    if (dims.batch > 0) {
+      ZS_CUDA_CHECK(cudaMemcpyAsync(lengths.raw_data(), valid_lengths.raw_data(),
+                                    valid_lengths.nbytes(), cudaMemcpyDeviceToDevice,
+                                    ctx.stream()));
+    }
+  } else if (valid_lengths.defined()) {
+    lengths = valid_lengths;
+  }
+  // The launcher checks the lengths only when it has rows to compute (seq > 0; channels > 0
+  // here), so flag only then; an empty sequence dimension is checked on the host below.
+  const bool kernel_checks = lengths.defined() && dims.batch > 0 && dims.seq > 0;
+  Tensor flag;
+  if (kernel_checks) flag = detail::new_index_flag(qkv, dims.batch, "attention bad length flag");
+  cuda::attention_forward(
+      qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq, dims.channels,
+      dims.heads, causal, lengths.defined() ? lengths.data<int32_t>() : nullptr,
+      kernel_checks ? flag.data<int32_t>() : nullptr, qkv.dtype(), ctx.stream());
+  if (kernel_checks) {
+    const int64_t bad = detail::read_int32(flag)[0];  // the op's one host sync
+    if (bad < dims.batch) {
+      check_length(dims, bad, detail::read_int32_at(valid_lengths, bad));
+      ZS_THROW(InvalidArgument, "attention: the device flagged valid_lengths[", bad,
+               "] as outside [0, ", dims.seq,
+               "] but it reads back inside: were the lengths overwritten while the op ran?");
+    }
+  } else if (lengths.defined()) {
+    const std::vector<int32_t> values = detail::read_int32(valid_lengths);
+    for (int64_t b = 0; b < dims.batch; ++b) check_length(dims, b, values[static_cast<size_t>(b)]);
+  }
+
+  if (record) {
+    // Saved: qkv, the output and the lse (handles), the lengths copy.
+    record_op(
+        "attention", {&qkv}, {&out}, [qkv, out, lse, lengths, dims, causal](BackwardContext& bctx) {
+          GradSink sink = bctx.grad_input(0);
+          Tensor dout = bctx.grad_output(0);
+          if (!sink || !dout.defined()) return;
+          cuda::OpContext ctx("attention", {&qkv, &out, &lse, &lengths, &dout, &sink.buffer});
+          ZS_CHECK(dout.dtype() == qkv.dtype(), "attention: output gradient ", dout.describe(),
+                   " does not have qkv's dtype ", dtype_name(qkv.dtype()));
+          // The kernels write qkv's dtype or fp32; any other sink dtype goes through fp32.
+          const DType sink_dtype = sink.buffer.dtype();
+          const bool direct = sink_dtype == qkv.dtype() || sink_dtype == DType::kF32;
+          detail::F32GradBuffer staged;
+          if (!direct) staged = detail::f32_grad_buffer(sink, qkv);
+          void* dqkv = direct ? sink.buffer.raw_data() : staged.buffer.raw_data();
+          const DType dqkv_dtype = direct ? sink_dtype : DType::kF32;
+          const bool accumulate = direct ? sink.accumulate : staged.accumulate;
+          Tensor delta;
+          if (qkv.numel() > 0) {
+            delta = detail::new_workspace({dims.batch * dims.heads * dims.seq}, qkv,
+                                          "attention backward delta");
+          }
+          cuda::attention_backward(qkv.raw_data(), out.raw_data(), lse.data<float>(),
+                                   dout.raw_data(), delta.defined() ? delta.data<float>() : nullptr,
+                                   dqkv, dims.batch, dims.seq, dims.channels, dims.heads, causal,
+                                   lengths.defined() ? lengths.data<int32_t>() : nullptr,
+                                   qkv.dtype(), dqkv_dtype, accumulate, ctx.stream());
+          if (!direct) detail::finish_grad(sink, staged);
+        });
+  }
+  return out;
+}
+#endif
+
 }  // namespace
 
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal) {
-  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
-  detail::refuse_unwired_device("attention", qkv);
   return attention_impl(qkv, n_head, causal, Tensor());
 }
 
 Tensor attention(const Tensor& qkv, int64_t n_head, bool causal, const Tensor& valid_lengths) {
-  detail::refuse_unwired_device("attention", qkv);
-  detail::refuse_unwired_device("attention", valid_lengths);
   return attention_impl(qkv, n_head, causal, valid_lengths);
 }
 

@@ -4,6 +4,16 @@
 // row per iteration: max, log-sum-exp and the row loss; the mean is summed in row order in double
 // so the loss is the same for any thread count. Backward: one row per iteration, written into the
 // sink in its own dtype.
+//
+// On cuda:N: ops/cuda/nn_kernels.h's launchers around the same row math, on the stream of the
+// tensors' allocator (ops/cuda/context.h), saving the same tensors in the same categories. The
+// targets cannot be checked on the host without a copy, so the forward kernel checks them: it
+// flags the first out-of-range row, and the op reads that flag back once (one 16-byte download on
+// the op's stream, a host sync: the host waits for the forward) and throws the CPU's message
+// (the offending value is then read with one more 4-byte download, on that error path only). The
+// mean's divisor (the valid count) stays on the device, next to the flag, and backward reads it
+// and the upstream gradient there: backward adds no host sync. count_valid_targets on device
+// targets downloads them (synchronously) and counts on the host.
 #include "ops/cross_entropy.h"
 
 #include <vector>
@@ -11,6 +21,11 @@
 #include "ops/math/cross_entropy.h"
 #include "ops/op_utils.h"
 #include "runtime/half.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/nn_kernels.h"
+#endif
 
 namespace zs::ops {
 namespace {
@@ -21,9 +36,18 @@ constexpr int64_t kParallelMinElements = 1 << 14;
 
 void check_targets_tensor(const char* op, const Tensor& targets) {
   ZS_CHECK(targets.defined(), op, ": argument 'targets' is undefined");
-  detail::check_cpu(op, targets);
+  detail::check_supported_device(op, targets);
   ZS_CHECK(targets.dtype() == DType::kI32, op, ": targets ", targets.describe(),
            " must be int32 class indices");
+}
+
+// The CPU's message for targets[row] = target out of range.
+void check_target(const Tensor& logits, int64_t row, int32_t target, int32_t ignore_index) {
+  const int64_t vocab = logits.size(1);
+  ZS_CHECK(target == ignore_index || (target >= 0 && target < vocab), kOp, ": targets[", row,
+           "] = ", target, " is out of range [0, ", vocab, ") for logits ", logits.describe(),
+           " and is not ignore_index (", ignore_index,
+           "); fix the labels or pass the ignore_index they use");
 }
 
 struct Saved {
@@ -31,6 +55,9 @@ struct Saved {
   Tensor targets;
   Tensor row_max;  // fp32 [N]; 0 for ignored rows
   Tensor log_sum;  // fp32 [N], log Σ exp(logit − max); 0 for ignored rows
+  // CUDA only: int32 [4], elements 0-1 the valid count as int64 (the device-side divisor),
+  // element 2 the forward's bad-row flag (see cross_entropy_cuda).
+  Tensor device_counts;
   int64_t rows = 0;
   int64_t vocab = 0;
   int64_t count = 0;
@@ -73,10 +100,92 @@ void backward(const Saved& saved, BackwardContext& ctx) {
   });
 }
 
+#if ZS_HAVE_CUDA
+void backward_cuda(const Saved& saved, BackwardContext& bctx) {
+  Tensor dloss = bctx.grad_output(0);
+  GradSink sink = bctx.grad_input(0);
+  if (!dloss.defined() || !sink) return;
+  cuda::OpContext ctx(kOp,
+                      {&saved.logits, &saved.targets, &saved.device_counts, &dloss, &sink.buffer});
+  // The scale dloss / count is formed on the device (count == 0: a zero gradient, never 0/0).
+  Tensor dloss32 = detail::as_f32(dloss);
+  cuda::cross_entropy_backward(
+      saved.logits.raw_data(), saved.targets.data<int32_t>(), saved.row_max.data<float>(),
+      saved.log_sum.data<float>(), dloss32.data<float>(),
+      static_cast<const int64_t*>(saved.device_counts.raw_data()), saved.rows, saved.vocab,
+      saved.ignore_index, saved.logits.dtype(), sink.buffer.raw_data(), sink.buffer.dtype(),
+      sink.accumulate, ctx.stream());
+}
+
+Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                          int64_t rows, int64_t vocab) {
+  cuda::OpContext ctx(kOp, {&logits, &targets});
+  const bool record = needs_grad({&logits});
+  // As the CPU path: saved for backward (activations) when recording, scratch otherwise.
+  auto per_row = [&](const char* what) {
+    return record ? detail::new_output({rows}, DType::kF32, logits, what)
+                  : detail::new_workspace({rows}, logits, what);
+  };
+  Tensor row_maxes = per_row("cross_entropy row max");
+  Tensor log_sums = per_row("cross_entropy log-sum-exp");
+  Tensor row_losses = detail::new_workspace({rows}, logits, "cross_entropy row losses");
+  Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
+  // The valid count (int64, elements 0-1: the allocation is aligned) and the bad-row flag
+  // (element 2) share one tensor, so that one download reads both. Saved with the row statistics
+  // when recording (backward divides by the count on the device).
+  Tensor counts = Tensor::empty({4}, DType::kI32, logits.allocator(),
+                                record ? detail::output_category() : MemoryCategory::kWorkspace,
+                                "cross_entropy valid count");
+  ZS_CHECK(rows <= detail::kNoBadIndex, kOp, ": ", rows, " rows, but at most ", detail::kNoBadIndex,
+           " can be checked on the device; split the batch");
+  counts.fill(static_cast<float>(detail::kNoBadIndex));
+  int32_t* first_bad_row = counts.data<int32_t>() + 2;
+  cuda::cross_entropy_forward(
+      logits.raw_data(), targets.data<int32_t>(), rows, vocab, ignore_index, logits.dtype(),
+      row_maxes.data<float>(), log_sums.data<float>(), row_losses.data<float>(), loss.data<float>(),
+      static_cast<int64_t*>(counts.raw_data()), first_bad_row, ctx.stream());
+  if (rows > 0) {
+    // The op's one host sync: the forward's flag (with the count), after the kernels ran.
+    const std::vector<int32_t> read = detail::read_int32(counts);
+    const int64_t bad_row = read[2];
+    if (bad_row < rows) {
+      check_target(logits, bad_row, detail::read_int32_at(targets, bad_row), ignore_index);
+      // The flag names a row whose target the host reads as valid: the targets changed between
+      // the kernel and this read (another stream or thread wrote them).
+      ZS_THROW(InvalidArgument, kOp, ": the device flagged targets[", bad_row,
+               "] as out of range [0, ", vocab, ") for logits ", logits.describe(),
+               ", but it reads back in range: were the targets overwritten while the op ran?");
+    }
+  }
+
+  if (record) {
+    Saved saved;
+    saved.logits = logits;
+    saved.targets = targets;
+    saved.row_max = row_maxes;
+    saved.log_sum = log_sums;
+    saved.device_counts = counts;
+    saved.rows = rows;
+    saved.vocab = vocab;
+    saved.ignore_index = ignore_index;
+    record_op(kOp, {&logits}, {&loss},
+              [saved](BackwardContext& bctx) { backward_cuda(saved, bctx); });
+  }
+  return loss;
+}
+#endif
+
 }  // namespace
 
 int64_t count_valid_targets(const Tensor& targets, int32_t ignore_index) {
   check_targets_tensor("count_valid_targets", targets);
+  if (!targets.device().is_cpu()) {
+    // Device targets: one synchronous download (the host waits for the work enqueued on their
+    // allocator's stream), then the CPU's count.
+    int64_t count = 0;
+    for (int32_t t : detail::read_int32(targets)) count += t != ignore_index ? 1 : 0;
+    return count;
+  }
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < targets.numel(); ++i) count += t[i] != ignore_index ? 1 : 0;
@@ -84,11 +193,9 @@ int64_t count_valid_targets(const Tensor& targets, int32_t ignore_index) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
-  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
-  detail::refuse_unwired_device(kOp, logits);
-  detail::refuse_unwired_device(kOp, targets);
   detail::check_float_input(kOp, "logits", logits);
   check_targets_tensor(kOp, targets);
+  detail::check_same_device(kOp, {&logits, &targets});
   ZS_CHECK(logits.dim() == 2, kOp, ": logits ", logits.describe(),
            " must be 2-D [N, V]; view [B, T, V] logits as [B*T, V] (and targets as [B*T])");
   const int64_t rows = logits.size(0);
@@ -96,6 +203,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   ZS_CHECK(vocab >= 1, kOp, ": logits ", logits.describe(), " have no classes (V = 0)");
   ZS_CHECK(targets.dim() == 1 && targets.size(0) == rows, kOp, ": targets ", targets.describe(),
            " must be [", rows, "], one class index per row of logits ", logits.describe());
+#if ZS_HAVE_CUDA
+  if (detail::on_cuda(logits))
+    return cross_entropy_cuda(logits, targets, ignore_index, rows, vocab);
+#endif
 
   // Validate all targets before any work, reporting the first bad row.
   const int32_t* target = targets.data<int32_t>();
@@ -103,9 +214,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t t = target[r];
     if (t == ignore_index) continue;
-    ZS_CHECK(t >= 0 && t < vocab, kOp, ": targets[", r, "] = ", t, " is out of range [0, ", vocab,
-             ") for logits ", logits.describe(), " and is not ignore_index (", ignore_index,
-             "); fix the labels or pass the ignore_index they use");
+    check_target(logits, r, t, ignore_index);
     ++count;
   }
 

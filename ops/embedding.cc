@@ -4,6 +4,15 @@
 // row's gradient is a sum over its positions in increasing position order, computed and written
 // by one thread: no atomics, no per-thread copies of the [V, C] gradient, and the same bits for
 // any thread count.
+//
+// On cuda:N: ops/cuda/nn_kernels.h's gather and sort-based scatter-add (bitwise equal to this
+// file's loops: same grouping, same fp32 sums in position order), on the stream of the tensors'
+// allocator (ops/cuda/context.h), with the same saved ids handle and output category. The ids are
+// checked by the kernels, which flag the first out-of-range position; forward and backward each
+// read that flag back once (one 4-byte download on the op's stream: a host sync, the host waits
+// for the kernels) and throw the CPU's message, naming the position and (one more 4-byte
+// download, on that error path only) the value. The backward's workspace (sort keys and values,
+// run bounds, CUB's temporaries) is a workspace-category tensor on the same allocator.
 #include "ops/embedding.h"
 
 #include <algorithm>
@@ -13,6 +22,11 @@
 
 #include "ops/op_utils.h"
 #include "runtime/half.h"
+
+#if ZS_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/nn_kernels.h"
+#endif
 
 namespace zs::ops {
 namespace {
@@ -31,6 +45,24 @@ std::string index_str(int64_t flat, const Shape& shape) {
   return shape_str(index);
 }
 
+// The forward's message for ids at flat position p = id outside [0, vocab).
+void check_id(const Tensor& table, const Tensor& ids, int64_t p, int32_t id) {
+  const int64_t vocab = table.size(0);
+  ZS_CHECK(id >= 0 && id < vocab, kOp, ": ids", index_str(p, ids.shape()), " = ", id,
+           " (flat position ", p, " of ids ", ids.describe(),
+           ") is out of range [0, V) with V = ", vocab, " rows in table ", table.describe(),
+           "; check the tokenizer's vocabulary size (or the sequence length, for positions) "
+           "against the model's");
+}
+
+// The backward's message: the ids were valid in forward.
+void check_id_unchanged(const Tensor& ids, int64_t vocab, int64_t p, int32_t id) {
+  ZS_CHECK(id >= 0 && id < vocab, kOp, " backward: ids", index_str(p, ids.shape()), " = ", id,
+           " is out of range [0, ", vocab,
+           "); the ids were valid in forward, so they "
+           "were overwritten before backward: keep them unchanged until backward has run");
+}
+
 void backward(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& ctx) {
   Tensor dy_any = ctx.grad_output(0);
   GradSink sink = ctx.grad_input(0);
@@ -44,10 +76,7 @@ void backward(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& c
   // whose id is v, in increasing order.
   std::vector<int64_t> row_begin(static_cast<size_t>(vocab) + 1, 0);
   for (int64_t p = 0; p < positions; ++p) {
-    ZS_CHECK(id[p] >= 0 && id[p] < vocab, kOp, " backward: ids", index_str(p, ids.shape()), " = ",
-             id[p], " is out of range [0, ", vocab,
-             "); the ids were valid in forward, so they "
-             "were overwritten before backward: keep them unchanged until backward has run");
+    check_id_unchanged(ids, vocab, p, id[p]);
     ++row_begin[static_cast<size_t>(id[p]) + 1];
   }
   for (int64_t v = 0; v < vocab; ++v) {
@@ -94,32 +123,96 @@ void backward(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& c
   });
 }
 
-}  // namespace
+#if ZS_HAVE_CUDA
+// Reads a launcher's bad-position flag back (the host sync) and returns the flagged flat
+// position, or -1 when none was flagged.
+int64_t flagged_position(const Tensor& flag, int64_t positions) {
+  const int64_t bad = detail::read_int32(flag)[0];
+  return bad < positions ? bad : -1;
+}
 
-Tensor embedding(const Tensor& table, const Tensor& ids) {
-  // No CUDA path yet (its kernels are being written in ops/cuda): refuse device tensors by name.
-  detail::refuse_unwired_device(kOp, table);
-  detail::refuse_unwired_device(kOp, ids);
-  detail::check_float_input(kOp, "table", table);
-  ZS_CHECK(table.dim() == 2, kOp, ": table ", table.describe(), " must be 2-D [V, C]");
-  ZS_CHECK(ids.defined(), kOp, ": argument 'ids' is undefined");
-  detail::check_cpu(kOp, ids);
-  ZS_CHECK(ids.dtype() == DType::kI32, kOp, ": ids ", ids.describe(),
-           " must be int32 row indices into table ", table.describe());
+void backward_cuda(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& bctx) {
+  Tensor dy_any = bctx.grad_output(0);
+  GradSink sink = bctx.grad_input(0);
+  if (!dy_any.defined() || !sink) return;
+  cuda::OpContext ctx(kOp, {&ids, &dy_any, &sink.buffer});
+  const int64_t positions = ids.numel();
+  // Sized with the op's device current (OpContext): CUB asks the current device.
+  const size_t workspace_bytes = cuda::embedding_backward_workspace_bytes(positions, vocab);
+  Tensor workspace;
+  if (workspace_bytes > 0) {
+    const auto floats = static_cast<int64_t>((workspace_bytes + sizeof(float) - 1) / sizeof(float));
+    workspace = detail::new_workspace({floats}, dy_any, "embedding backward sort workspace");
+  }
+  // The launcher checks the ids only when it has rows to write (positions, vocab, cols > 0).
+  const bool checks_ids = positions > 0 && vocab > 0 && cols > 0;
+  Tensor flag;
+  if (checks_ids) flag = detail::new_index_flag(ids, positions, "embedding backward bad id flag");
+  // dout is read as it is (fp32 exactly), the sink written in its own dtype: no staging.
+  cuda::embedding_backward(ids.data<int32_t>(), dy_any.raw_data(), dy_any.dtype(), positions, vocab,
+                           cols, sink.buffer.raw_data(), sink.buffer.dtype(), sink.accumulate,
+                           workspace.defined() ? workspace.raw_data() : nullptr, workspace_bytes,
+                           checks_ids ? flag.data<int32_t>() : nullptr, ctx.stream());
+  if (!checks_ids) return;
+  const int64_t bad = flagged_position(flag, positions);
+  if (bad < 0) return;
+  check_id_unchanged(ids, vocab, bad, detail::read_int32_at(ids, bad));
+  ZS_THROW(InvalidArgument, kOp, " backward: the device flagged ids", index_str(bad, ids.shape()),
+           " as out of range [0, ", vocab,
+           ") but it reads back in range: the ids are being overwritten while backward runs");
+}
+
+Tensor embedding_cuda(const Tensor& table, const Tensor& ids, const Shape& out_shape) {
+  cuda::OpContext ctx(kOp, {&table, &ids});
   const int64_t vocab = table.size(0);
   const int64_t cols = table.size(1);
   const int64_t positions = ids.numel();
-  const int32_t* id = ids.data<int32_t>();
-  for (int64_t p = 0; p < positions; ++p) {
-    ZS_CHECK(id[p] >= 0 && id[p] < vocab, kOp, ": ids", index_str(p, ids.shape()), " = ", id[p],
-             " (flat position ", p, " of ids ", ids.describe(),
-             ") is out of range [0, V) with V = ", vocab, " rows in table ", table.describe(),
-             "; check the tokenizer's vocabulary size (or the sequence length, for positions) "
-             "against the model's");
+  Tensor out = detail::new_output(out_shape, table.dtype(), table, kOp);
+  if (positions > 0 && cols == 0) {
+    // Nothing to gather, so the launcher checks nothing: check the ids on the host, as the CPU.
+    const std::vector<int32_t> id = detail::read_int32(ids);
+    for (int64_t p = 0; p < positions; ++p) check_id(table, ids, p, id[static_cast<size_t>(p)]);
+  } else if (positions > 0) {
+    Tensor flag = detail::new_index_flag(ids, positions, "embedding bad id flag");
+    cuda::embedding_forward(table.raw_data(), ids.data<int32_t>(), out.raw_data(), vocab, cols,
+                            positions, table.dtype(), flag.data<int32_t>(), ctx.stream());
+    const int64_t bad = flagged_position(flag, positions);
+    if (bad >= 0) {
+      check_id(table, ids, bad, detail::read_int32_at(ids, bad));
+      ZS_THROW(InvalidArgument, kOp, ": the device flagged ids", index_str(bad, ids.shape()),
+               " (flat position ", bad, " of ids ", ids.describe(), ") as out of range [0, ", vocab,
+               ") but it reads back in range: were the ids overwritten while the op ran?");
+    }
   }
+  if (needs_grad({&table})) {
+    record_op(kOp, {&table}, {&out},
+              [ids, vocab, cols](BackwardContext& bctx) { backward_cuda(ids, vocab, cols, bctx); });
+  }
+  return out;
+}
+#endif
 
+}  // namespace
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  detail::check_float_input(kOp, "table", table);
+  ZS_CHECK(table.dim() == 2, kOp, ": table ", table.describe(), " must be 2-D [V, C]");
+  ZS_CHECK(ids.defined(), kOp, ": argument 'ids' is undefined");
+  detail::check_supported_device(kOp, ids);
+  ZS_CHECK(ids.dtype() == DType::kI32, kOp, ": ids ", ids.describe(),
+           " must be int32 row indices into table ", table.describe());
+  detail::check_same_device(kOp, {&table, &ids});
+  const int64_t vocab = table.size(0);
+  const int64_t cols = table.size(1);
+  const int64_t positions = ids.numel();
   Shape out_shape = ids.shape();
   out_shape.push_back(cols);
+#if ZS_HAVE_CUDA
+  if (detail::on_cuda(table)) return embedding_cuda(table, ids, out_shape);
+#endif
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t p = 0; p < positions; ++p) check_id(table, ids, p, id[p]);
+
   Tensor out = detail::new_output(out_shape, table.dtype(), table, kOp);
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(table.dtype());
   const char* src = static_cast<const char*>(table.raw_data());

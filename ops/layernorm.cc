@@ -42,12 +42,42 @@ struct Saved {
   int64_t cols = 0;
 };
 
-void backward(const Saved& saved, BackwardContext& ctx) {
-  Tensor dy_any = ctx.grad_output(0);
-  if (!dy_any.defined()) return;
-  GradSink dx_sink = ctx.grad_input(0);
-  GradSink dgamma_sink = ctx.grad_input(1);
-  GradSink dbeta_sink = ctx.grad_input(2);
+// The state a forward call saves for backward when it is recorded (x, gamma, the shape, and the
+// row statistics as fp32 [rows] outputs); with `record` false, only the shape.
+Saved new_saved(const Tensor& x, const Tensor& gamma, int64_t rows, int64_t cols, bool record) {
+  Saved saved;
+  saved.rows = rows;
+  saved.cols = cols;
+  if (record) {
+    saved.x = x;
+    saved.gamma = gamma;
+    saved.mean = detail::new_output({rows}, DType::kF32, x, "layernorm mean");
+    saved.rstd = detail::new_output({rows}, DType::kF32, x, "layernorm rstd");
+  }
+  return saved;
+}
+
+// A backward on one device: from dy (y's gradient, any float dtype) into the sinks of x, gamma
+// and beta (each undefined when that input needs no gradient).
+using LayernormBackward = void (*)(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink,
+                                   GradSink& dgamma_sink, GradSink& dbeta_sink);
+
+// Records y = layernorm(x, gamma, beta) on the tape with `run` as its backward. The sinks are
+// asked for (allocated) only when a gradient reached y.
+void record_layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                      const Saved& saved, LayernormBackward run) {
+  record_op(kOp, {&x, &gamma, &beta}, {&y}, [saved, run](BackwardContext& ctx) {
+    const Tensor dy_any = ctx.grad_output(0);
+    if (!dy_any.defined()) return;
+    GradSink dx_sink = ctx.grad_input(0);
+    GradSink dgamma_sink = ctx.grad_input(1);
+    GradSink dbeta_sink = ctx.grad_input(2);
+    run(saved, dy_any, dx_sink, dgamma_sink, dbeta_sink);
+  });
+}
+
+void backward(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink, GradSink& dgamma_sink,
+              GradSink& dbeta_sink) {
   const int64_t rows = saved.rows;
   const int64_t cols = saved.cols;
   Tensor dy32 = detail::as_f32(dy_any);  // a converted workspace copy when 16-bit
@@ -138,12 +168,8 @@ detail::F32GradBuffer param_grad_buffer(GradSink& sink, const Tensor& like,
   return buffer;
 }
 
-void backward_cuda(const Saved& saved, BackwardContext& bctx) {
-  Tensor dy_any = bctx.grad_output(0);
-  if (!dy_any.defined()) return;
-  GradSink dx_sink = bctx.grad_input(0);
-  GradSink dgamma_sink = bctx.grad_input(1);
-  GradSink dbeta_sink = bctx.grad_input(2);
+void backward_cuda(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink,
+                   GradSink& dgamma_sink, GradSink& dbeta_sink) {
   cuda::OpContext ctx(kOp, {&saved.x, &saved.gamma, &dy_any});
   if (dx_sink) ctx.check(dx_sink.buffer);
   Tensor dy32 = detail::as_f32(dy_any);
@@ -164,26 +190,16 @@ Tensor layernorm_cuda(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   cuda::OpContext ctx(kOp, {&x, &gamma, &beta});
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
   const bool record = needs_grad({&x, &gamma, &beta});
-  Saved saved;
+  Saved saved = new_saved(x, gamma, rows, cols, record);
   // The kernel always writes the row statistics: saved outputs when recording, else workspace.
-  if (record) {
-    saved.mean = detail::new_output({rows}, DType::kF32, x, "layernorm mean");
-    saved.rstd = detail::new_output({rows}, DType::kF32, x, "layernorm rstd");
-  } else {
+  if (!record) {
     saved.mean = detail::new_workspace({rows}, x, "layernorm mean");
     saved.rstd = detail::new_workspace({rows}, x, "layernorm rstd");
   }
   cuda::layernorm_forward(x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
                           saved.mean.data<float>(), saved.rstd.data<float>(), rows, cols, eps,
                           x.dtype(), ctx.stream());
-  if (record) {
-    saved.x = x;
-    saved.gamma = gamma;
-    saved.rows = rows;
-    saved.cols = cols;
-    record_op(kOp, {&x, &gamma, &beta}, {&y},
-              [saved](BackwardContext& bctx) { backward_cuda(saved, bctx); });
-  }
+  if (record) record_layernorm(x, gamma, beta, y, saved, &backward_cuda);
   return y;
 }
 #endif
@@ -213,11 +229,7 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
 
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
   const bool record = needs_grad({&x, &gamma, &beta});
-  Saved saved;
-  if (record) {
-    saved.mean = detail::new_output({rows}, DType::kF32, x, "layernorm mean");
-    saved.rstd = detail::new_output({rows}, DType::kF32, x, "layernorm rstd");
-  }
+  const Saved saved = new_saved(x, gamma, rows, cols, record);
   float* mean_out = record ? saved.mean.data<float>() : nullptr;
   float* rstd_out = record ? saved.rstd.data<float>() : nullptr;
   const bool parallel = x.numel() >= kParallelMinElements;
@@ -241,14 +253,7 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
     }
   });
 
-  if (record) {
-    saved.x = x;
-    saved.gamma = gamma;
-    saved.rows = rows;
-    saved.cols = cols;
-    record_op(kOp, {&x, &gamma, &beta}, {&y},
-              [saved](BackwardContext& ctx) { backward(saved, ctx); });
-  }
+  if (record) record_layernorm(x, gamma, beta, y, saved, &backward);
   return y;
 }
 

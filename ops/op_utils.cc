@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "runtime/device_kernels.h"
 #include "runtime/half.h"
 
 #if ZS_HAVE_CUDA
@@ -30,13 +31,17 @@ void check_cpu(const char* op, const Tensor& t) {
            "; the CPU op needs CPU tensors");
 }
 
-void check_float_input(const char* op, const char* arg, const Tensor& t) {
-  ZS_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
+void check_supported_device(const char* op, const Tensor& t) {
 #if ZS_HAVE_CUDA
   if (!t.device().is_cuda()) check_cpu(op, t);
 #else
   check_cpu(op, t);
 #endif
+}
+
+void check_float_input(const char* op, const char* arg, const Tensor& t) {
+  ZS_CHECK(t.defined(), op, ": argument '", arg, "' is undefined");
+  check_supported_device(op, t);
   ZS_CHECK(is_floating(t.dtype()), op, ": argument '", arg, "' ", t.describe(),
            " must be fp32, fp16 or bf16");
   if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
@@ -61,17 +66,36 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
   }
 }
 
-void refuse_unwired_device(const char* op, const Tensor& t) {
-#if ZS_HAVE_CUDA
-  ZS_CHECK(!t.defined() || t.device().is_cpu(), op, " on ", t.device().str(),
-           " is not wired yet: its CUDA kernels exist or are being written but the tensor-level "
-           "op does not dispatch to them (docs/cuda.md, \"What remains\"); run this op on CPU "
-           "tensors for now (tensor ",
-           t.describe(), ")");
-#else
-  (void)op;
-  (void)t;  // the CPU build: check_float_input / check_cpu refuse device tensors by name
-#endif
+Tensor new_index_flag(const Tensor& like, int64_t entries, const char* what) {
+  ZS_CHECK(entries <= kNoBadIndex, what, ": ", entries, " entries, but at most ", kNoBadIndex,
+           " can be checked on the device (the flag's \"none\" value is ", kNoBadIndex, ")");
+  Tensor flag = Tensor::empty({1}, DType::kI32, like.allocator(), MemoryCategory::kWorkspace, what);
+  flag.fill(static_cast<float>(kNoBadIndex));  // exact: kNoBadIndex is a float
+  return flag;
+}
+
+std::vector<int32_t> read_int32(const Tensor& t) {
+  t.check_dtype(DType::kI32);
+  std::vector<int32_t> values(static_cast<size_t>(t.numel()));
+  if (values.empty()) return values;
+  if (t.device().is_cpu()) {
+    std::memcpy(values.data(), t.data<int32_t>(), t.nbytes());
+  } else {
+    // Not Tensor::to_vector: that converts to float, which is not exact above 2^24.
+    device_kernels(t.device(), "read_int32").download(t, values.data());
+  }
+  return values;
+}
+
+int32_t read_int32_at(const Tensor& t, int64_t flat_index) {
+  t.check_dtype(DType::kI32);
+  ZS_CHECK(flat_index >= 0 && flat_index < t.numel(), "read_int32_at: index ", flat_index,
+           " is outside ", t.describe());
+  // A one-element tensor on the same storage (no autograd: a plain read).
+  const Tensor element =
+      Tensor::from_storage(t.storage(), t.offset_bytes() + static_cast<size_t>(flat_index) * 4, {1},
+                           DType::kI32, t.name());
+  return read_int32(element)[0];
 }
 
 Tensor as_f32(const Tensor& t) {

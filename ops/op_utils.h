@@ -10,6 +10,7 @@
 // Internal to ops/ (namespace zs::ops::detail); users call the op headers.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -37,11 +38,26 @@ void check_cpu(const char* op, const Tensor& t);
 // Checks that every defined tensor is on the device of the first defined one (a CPU tensor
 // mixed with a CUDA one, or two GPUs, is refused naming the op and both tensors).
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// Checks that `t` is on a device the ops support (the CPU; CUDA too in a CUDA build), naming the
+// op: for the integer arguments (targets, ids, lengths), whose dtype each op checks itself.
+void check_supported_device(const char* op, const Tensor& t);
 // True for a CUDA tensor: the op takes its CUDA path.
 inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
-// For the ops without a device path yet (cross_entropy, embedding, attention): throws
-// InvalidArgument "<op> on cuda:N is not wired yet" for a device tensor; nothing for a CPU one.
-void refuse_unwired_device(const char* op, const Tensor& t);
+
+// Data errors found on a device (ops/cuda/nn_kernels.h: a launcher records the first offending
+// row / position / sequence in a device int32 flag with atomicMin). kNoBadIndex is the flag's
+// "nothing found" value: the largest float below 2^31 (the device fill takes a float), above any
+// index an op flags (the launchers take at most 2^31 - 1 entries; new_index_flag checks that).
+inline constexpr int32_t kNoBadIndex = 2147483520;
+// An int32 [1] workspace on `like`'s allocator holding kNoBadIndex (enqueued, on a device, on the
+// allocator's stream), for a launcher that flags one of `entries` entries.
+Tensor new_index_flag(const Tensor& like, int64_t entries, const char* what);
+// The int32 elements of `t` (any device), exactly. On a device this is a synchronous download on
+// the tensor's allocator stream: the host waits for the work enqueued there (a host sync).
+std::vector<int32_t> read_int32(const Tensor& t);
+// Element `flat_index` of the int32 tensor `t`, the same way (one 4-byte download on a device):
+// for naming an offending value in an error message.
+int32_t read_int32_at(const Tensor& t, int64_t flat_index);
 
 // The elements of `t` as fp32: `t` itself when it is fp32 (no copy), otherwise a converted
 // workspace copy. The result does not require grad.

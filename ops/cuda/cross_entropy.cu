@@ -27,25 +27,24 @@ __device__ __forceinline__ float warp_max(float value) {
   return value;
 }
 
-// Block-wide max and sum (every thread gets the result). `scratch` holds one value per warp; the
-// __syncthreads before reading it back and after the last read make back-to-back calls safe.
-__device__ float block_max(float value, float* scratch) {
-  value = warp_max(value);
-  if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = value;
+// Block-wide max and sum (every thread gets the result): each warp's result (`warp_value`, the
+// same in all its lanes) goes to `scratch`, one value per warp, and the warps' values are combined
+// in warp order. The __syncthreads before reading scratch back and after the last read make
+// back-to-back calls safe.
+template <typename Combine>
+__device__ __forceinline__ float block_combine(float warp_value, float* scratch, Combine combine) {
+  if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = warp_value;
   __syncthreads();
   float result = scratch[0];
-  for (int w = 1; w < kRowWarps; ++w) result = fmaxf(result, scratch[w]);
+  for (int w = 1; w < kRowWarps; ++w) result = combine(result, scratch[w]);
   __syncthreads();
   return result;
 }
+__device__ float block_max(float value, float* scratch) {
+  return block_combine(warp_max(value), scratch, [](float a, float b) { return fmaxf(a, b); });
+}
 __device__ float block_sum(float value, float* scratch) {
-  value = warp_sum(value);
-  if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = value;
-  __syncthreads();
-  float result = scratch[0];
-  for (int w = 1; w < kRowWarps; ++w) result += scratch[w];
-  __syncthreads();
-  return result;
+  return block_combine(warp_sum(value), scratch, [](float a, float b) { return a + b; });
 }
 
 __device__ __forceinline__ bool target_in_range(int32_t target, int64_t vocab) {

@@ -121,25 +121,25 @@ BackwardWorkspace plan_workspace(int64_t positions, int64_t vocab) {
   const size_t pairs = align_up(static_cast<size_t>(positions) * sizeof(int32_t));
   const size_t rows = align_up(static_cast<size_t>(vocab) * sizeof(int32_t));
   size_t offset = 0;
-  w.keys_in = offset;
-  offset += pairs;
-  w.keys_out = offset;
-  offset += pairs;
-  w.values_in = offset;
-  offset += pairs;
-  w.values_out = offset;
-  offset += pairs;
-  w.row_begin = offset;
-  offset += rows;
-  w.row_end = offset;
-  offset += rows;
-  w.sort_temp = offset;
+  // The offset of the next piece, `bytes` long (a multiple of kWorkspaceAlign): the pieces are
+  // laid out one after the other.
+  auto place = [&offset](size_t bytes) {
+    const size_t at = offset;
+    offset += bytes;
+    return at;
+  };
+  w.keys_in = place(pairs);
+  w.keys_out = place(pairs);
+  w.values_in = place(pairs);
+  w.values_out = place(pairs);
+  w.row_begin = place(rows);
+  w.row_end = place(rows);
   // The size query only (null storage): nothing is launched.
   ZS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, w.sort_temp_bytes, static_cast<const uint32_t*>(nullptr),
       static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
       static_cast<int32_t*>(nullptr), static_cast<int>(positions), 0, key_bits(vocab)));
-  offset += align_up(w.sort_temp_bytes);
+  w.sort_temp = place(align_up(w.sort_temp_bytes));
   w.total = offset + kWorkspaceAlign;
   return w;
 }

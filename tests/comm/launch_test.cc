@@ -15,9 +15,12 @@
 #include "runtime/allocator.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
 
 namespace zs::comm {
 namespace {
+
+using testing::error_message;
 
 const char* const kLauncherVariables[] = {"OMPI_COMM_WORLD_RANK",
                                           "OMPI_COMM_WORLD_SIZE",
@@ -63,12 +66,7 @@ class LaunchTest : public ::testing::Test {
 
   // The InvalidArgument message of detect_launch(), or "" if it does not throw.
   static std::string detect_error() {
-    try {
-      detect_launch();
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "";
+    return error_message<InvalidArgument>([] { detect_launch(); });
   }
 
  private:
@@ -257,23 +255,14 @@ LaunchInfo launched(const char* launcher, int rank, int world_size) {
   return info;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Factory, AutoPicksMpiUnderAnMpiLauncherAndLocalAlone) {
   EXPECT_EQ(resolve_backend("auto", LaunchInfo{}), "local");
   for (const char* launcher : {"openmpi", "mpich", "slurm"}) {
     if (backend_built("mpi")) {
       EXPECT_EQ(resolve_backend("auto", launched(launcher, 1, 2)), "mpi") << launcher;
     } else {
-      const std::string message =
-          error_of([&] { resolve_backend("auto", launched(launcher, 1, 2)); });
+      const std::string message = error_message<InvalidArgument>(
+          [&] { resolve_backend("auto", launched(launcher, 1, 2)); });
       EXPECT_NE(message.find("backend 'mpi' is not built"), std::string::npos) << message;
     }
   }
@@ -281,18 +270,21 @@ TEST(Factory, AutoPicksMpiUnderAnMpiLauncherAndLocalAlone) {
 
 TEST(Factory, UnbuiltBackendsFailByName) {
   if (!backend_built("nccl")) {  // the CUDA build's nccl world: tests/cuda/nccl_front_unit.cc
-    const std::string nccl = error_of([] { make_world_communicator("nccl", LaunchInfo{}); });
+    const std::string nccl =
+        error_message<InvalidArgument>([] { make_world_communicator("nccl", LaunchInfo{}); });
     EXPECT_NE(nccl.find("backend 'nccl' is not built"), std::string::npos) << nccl;
     EXPECT_NE(nccl.find("needs CUDA + NCCL"), std::string::npos) << nccl;
   }
   if (!backend_built("mpi")) {
-    const std::string mpi = error_of([] { make_world_communicator("mpi", LaunchInfo{}); });
+    const std::string mpi =
+        error_message<InvalidArgument>([] { make_world_communicator("mpi", LaunchInfo{}); });
     EXPECT_NE(mpi.find("backend 'mpi' is not built into this zeroshard: install libopenmpi-dev"),
               std::string::npos)
         << mpi;
     EXPECT_NE(mpi.find("-DZS_MPI=ON"), std::string::npos) << mpi;
   }
-  const std::string unknown = error_of([] { make_world_communicator("gloo", LaunchInfo{}); });
+  const std::string unknown =
+      error_message<InvalidArgument>([] { make_world_communicator("gloo", LaunchInfo{}); });
   EXPECT_NE(unknown.find("unknown communication backend 'gloo'"), std::string::npos) << unknown;
   EXPECT_TRUE(backend_built("local"));
   EXPECT_EQ(built_backends().back(), "local");
@@ -301,10 +293,11 @@ TEST(Factory, UnbuiltBackendsFailByName) {
 TEST(Factory, LaunchesNoBackendCanServeFailClearly) {
   // torchrun gives no MPI rendezvous; zeroshard has no TCP store, so it cannot join the ranks.
   const std::string torchrun =
-      error_of([] { resolve_backend("auto", launched("torchrun", 1, 4)); });
+      error_message<InvalidArgument>([] { resolve_backend("auto", launched("torchrun", 1, 4)); });
   EXPECT_NE(torchrun.find("launched by torchrun"), std::string::npos) << torchrun;
   // The local backend in a process that is one of N MPI ranks would run N separate worlds.
-  const std::string local = error_of([] { resolve_backend("local", launched("openmpi", 1, 4)); });
+  const std::string local =
+      error_message<InvalidArgument>([] { resolve_backend("local", launched("openmpi", 1, 4)); });
   EXPECT_NE(local.find("run_local_ranks"), std::string::npos) << local;
 }
 

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -30,25 +29,17 @@
 #include "runtime/error.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
+#include "tests/support/labelled_allocator.h"
 
 namespace zs::comm {
 namespace {
 
 using Ms = std::chrono::milliseconds;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <typename E>
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::contains;
+using testing::error_message;
+// Host memory labelled cuda:0, tracked (to see when a Work lets go of its buffers).
+using testing::LabelledAllocator;
 
 // Eventually true, or false after a generous bound (a loaded 2-core machine).
 bool eventually(const std::function<bool()>& condition) {
@@ -72,7 +63,7 @@ TEST(CpuStreamOrder, DeviceComputeStreamIsRefusedByName) {
   Communicator comm(std::move(backend));
   EXPECT_TRUE(comm.compute_stream().is_host());
   const std::string message =
-      error_of<InvalidArgument>([&] { comm.set_compute_stream(fake_stream(0, 0x10)); });
+      error_message<InvalidArgument>([&] { comm.set_compute_stream(fake_stream(0, 0x10)); });
   EXPECT_TRUE(contains(message, "set_compute_stream: cuda:0 stream")) << message;
   EXPECT_TRUE(contains(message, "is a device stream, but the local backend moves host memory"))
       << message;
@@ -86,7 +77,7 @@ TEST(CpuStreamOrder, BackendDefaultRefusesDeviceStreams) {
   std::unique_ptr<Backend> backend = std::move(make_local_backends(1)[0]);
   EXPECT_NO_THROW(backend->check_compute_stream(StreamRef::host()));
   const std::string message =
-      error_of<InvalidArgument>([&] { backend->check_compute_stream(fake_stream(1, 0x20)); });
+      error_message<InvalidArgument>([&] { backend->check_compute_stream(fake_stream(1, 0x20)); });
   EXPECT_TRUE(contains(message, "the local backend moves host memory")) << message;
   EXPECT_TRUE(contains(message, "cuda:1 stream")) << message;
   EXPECT_EQ(backend->prepare(CollectiveKind::kAllReduce, StreamRef::host()), nullptr);
@@ -120,21 +111,11 @@ TEST(CpuStreamOrder, WaitOnRethrowsTheCollectivesError) {
   CpuAllocator allocator(nullptr);
   Tensor data = Tensor::empty({3}, DType::kF32, allocator, "data");
   WorkPtr work = comm.all_reduce(data, ReduceOp::kSum);
-  const std::string message = error_of<CommError>([&] { work->wait_on(StreamRef::host()); });
+  const std::string message = error_message<CommError>([&] { work->wait_on(StreamRef::host()); });
   EXPECT_TRUE(contains(message, "injected fault: call 0")) << message;
 }
 
 // ---- the device path of the front, over a scripted backend
-
-// Host memory labelled `device`, tracked (to see when a Work lets go of its buffers).
-class LabelledAllocator : public Allocator {
- public:
-  LabelledAllocator(Device device, MemoryTracker* tracker) : Allocator(device, tracker) {}
-
- protected:
-  void* raw_allocate(size_t nbytes) override { return std::malloc(nbytes); }
-  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
-};
 
 struct ScriptedSync final : DeviceSync {
   void order_stream(const StreamRef& stream) override {
@@ -344,15 +325,16 @@ TEST_F(DeviceFrontTest, TimeoutAfterWaitOnReachesWaitAndFailsTheGroup) {
   const auto start = Clock::now();
   WorkPtr stuck = comm_->all_reduce(a, ReduceOp::kSum, options);
   stuck->wait_on(fake_stream(0, 0x3000));  // issued: returns
-  const std::string message = error_of<CommTimeout>([&] { stuck->wait(); });
+  const std::string message = error_message<CommTimeout>([&] { stuck->wait(); });
   EXPECT_TRUE(contains(message, "scripted #0 timed out")) << message;
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
   // The timeout aborted the group: the next collective fails with the reason, on wait_on too.
   WorkPtr next = comm_->all_reduce(a, ReduceOp::kSum);
-  const std::string later = error_of<CommError>([&] { next->wait_on(fake_stream(0, 0x3000)); });
+  const std::string later =
+      error_message<CommError>([&] { next->wait_on(fake_stream(0, 0x3000)); });
   // Issued before the abort was seen, or refused after: either way the error arrives.
   if (later.empty()) {
-    const std::string waited = error_of<CommError>([&] { next->wait(); });
+    const std::string waited = error_message<CommError>([&] { next->wait(); });
     EXPECT_TRUE(contains(waited, "the group was aborted")) << waited;
   } else {
     EXPECT_TRUE(contains(later, "the group was aborted")) << later;
@@ -360,12 +342,12 @@ TEST_F(DeviceFrontTest, TimeoutAfterWaitOnReachesWaitAndFailsTheGroup) {
 }
 
 TEST_F(DeviceFrontTest, ComputeStreamMisuseIsRefusedWithReasons) {
-  const std::string null_handle = error_of<InvalidArgument>([&] {
+  const std::string null_handle = error_message<InvalidArgument>([&] {
     comm_->set_compute_stream(StreamRef{Device::cuda(0), nullptr});
   });
   EXPECT_TRUE(contains(null_handle, "has a null handle")) << null_handle;
   const std::string other_gpu =
-      error_of<InvalidArgument>([&] { comm_->set_compute_stream(fake_stream(1, 0x40)); });
+      error_message<InvalidArgument>([&] { comm_->set_compute_stream(fake_stream(1, 0x40)); });
   EXPECT_TRUE(contains(other_gpu,
                        "the stream is on cuda:1, but this rank's nccl communicator "
                        "runs on cuda:0"))

@@ -8,8 +8,9 @@
 // - With a table installed (a fake one working on the host memory), Tensor::to_vector /
 //   copy_from / fill / zeros, accumulate_into and the autograd tape's seed and gradient sums go
 //   through it.
-// - The ops refuse mixed devices, a cuda:N tensor whose allocator is not a CudaAllocator (it has
-//   no stream), and say that cross_entropy / embedding / attention are not wired yet on CUDA.
+// - The ops refuse mixed devices and a cuda:N tensor whose allocator is not a CudaAllocator (it has
+//   no stream) — cross_entropy / embedding / attention included, which take their CUDA path like
+//   the others — and count_valid_targets reads device targets through the table.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -208,18 +209,53 @@ TEST_F(DeviceDispatchUnit, OpsNeedACudaAllocatorForTheirStream) {
                        "is not a zs::cuda::CudaAllocator"));
 }
 
-TEST_F(DeviceDispatchUnit, UnwiredOpsSaySoOnCuda) {
+TEST_F(DeviceDispatchUnit, NnOpsTakeTheCudaPathAndNeedACudaAllocator) {
+  // cross_entropy, embedding and attention pass the dispatch on cuda:0 and fail only where their
+  // CUDA path starts: the tensors' allocator must be a CudaAllocator (for its stream).
+  const std::string not_cuda_allocator =
+      "is labelled cuda:0 but its allocator is not a "
+      "zs::cuda::CudaAllocator";
   Tensor logits = labelled({2, 5});
   Tensor targets = labelled({2}, DType::kI32);
-  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::cross_entropy(logits, targets); }),
-                       "cross_entropy on cuda:0 is not wired yet"));
+  std::string message = invalid_argument_text([&] { (void)ops::cross_entropy(logits, targets); });
+  EXPECT_TRUE(
+      contains(message, "cross_entropy: tensor 'on_cuda0' [2, 5] fp32 " + not_cuda_allocator))
+      << message;
   Tensor table = labelled({5, 4});
   Tensor ids = labelled({3}, DType::kI32);
-  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::embedding(table, ids); }),
-                       "embedding on cuda:0 is not wired yet"));
+  message = invalid_argument_text([&] { (void)ops::embedding(table, ids); });
+  EXPECT_TRUE(contains(message, "embedding: tensor 'on_cuda0' [5, 4] fp32 " + not_cuda_allocator))
+      << message;
   Tensor qkv = labelled({1, 4, 24});
-  EXPECT_TRUE(contains(invalid_argument_text([&] { (void)ops::attention(qkv, 2, true); }),
-                       "attention on cuda:0 is not wired yet"));
+  Tensor lengths = labelled({1}, DType::kI32);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { (void)ops::attention(qkv, 2, true); },
+           [&] { (void)ops::attention(qkv, 2, false, lengths); },
+       }) {
+    message = invalid_argument_text(call);
+    EXPECT_TRUE(
+        contains(message, "attention: tensor 'on_cuda0' [1, 4, 24] fp32 " + not_cuda_allocator))
+        << message;
+  }
+  // Their integer arguments must be on the floats' device: a CPU one is refused by name.
+  Tensor host_targets = Tensor::zeros({2}, DType::kI32, host_, "host_targets");
+  message = invalid_argument_text([&] { (void)ops::cross_entropy(logits, host_targets); });
+  EXPECT_TRUE(contains(message, "every tensor of an op must be on one device")) << message;
+}
+
+TEST_F(DeviceDispatchUnit, CountValidTargetsReadsDeviceTargetsThroughTheTable) {
+  Tensor targets = labelled({6}, DType::kI32);
+  const int32_t values[6] = {3, -100, 0, -100, 7, 2};
+  std::memcpy(targets.raw_data(), values, sizeof(values));  // host memory under the label
+  // No table: refused by name, never read as host memory.
+  const std::string message =
+      invalid_argument_text([&] { (void)ops::count_valid_targets(targets); });
+  EXPECT_TRUE(contains(message, "on cuda:0: no cuda:0 kernels are installed")) << message;
+  // With the (fake) table: one download of the int32 values, counted exactly as on the CPU.
+  FakeCudaTable fake;
+  EXPECT_EQ(ops::count_valid_targets(targets), 4);
+  EXPECT_EQ(g_calls.download, 1);
+  EXPECT_EQ(ops::count_valid_targets(targets, 7), 5);
 }
 
 }  // namespace

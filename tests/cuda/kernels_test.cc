@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -22,58 +21,18 @@
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/math/adamw.h"
-#include "runtime/autograd.h"
 #include "runtime/cuda/check.h"
 #include "tests/cuda/cuda_test_util.h"
-#include "tests/support/gradcheck.h"
 #include "tests/support/op_test.h"
 
 namespace zs {
 namespace {
 
 using testing::backward_from;
-using testing::converted;
-using testing::CudaTest;
-using testing::one_ulp_tolerance;
-using testing::random_tensor;
+using testing::CudaOpTest;
+using testing::kFloatDtypes;
 
-const DType kFloatDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
-
-class CudaKernelTest : public CudaTest {
- protected:
-  void TearDown() override {
-    current_tape().clear();
-    CudaTest::TearDown();
-  }
-
-  Tensor random_host(const Shape& shape, uint32_t seed, float lo, float hi, DType dtype,
-                     bool requires_grad = false) {
-    Tensor fp32 = random_tensor(shape, host_allocator_, seed, lo, hi, false);
-    return dtype == DType::kF32 ? fp32.set_requires_grad(requires_grad)
-                                : converted(fp32, dtype, requires_grad);
-  }
-
-  // |got − want| ≤ rel·|want| + abs (+ one storage ulp for fp16/bf16) element-wise.
-  static void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                           DType dtype, double rel, double abs, const char* what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    int reported = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      double tol = rel * std::fabs(want[i]) + abs;
-      if (dtype != DType::kF32) tol += one_ulp_tolerance(dtype, want[i]);
-      if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 10) {
-        ADD_FAILURE() << what << " (" << dtype_name(dtype) << ") element " << i << ": got "
-                      << got[i] << ", CPU " << want[i] << ", tolerance " << tol;
-      }
-    }
-  }
-
-  static std::vector<unsigned char> bytes_of(const Tensor& host) {
-    std::vector<unsigned char> bytes(host.nbytes());
-    if (!bytes.empty()) std::memcpy(bytes.data(), host.raw_data(), bytes.size());
-    return bytes;
-  }
-};
+class CudaKernelTest : public CudaOpTest {};
 
 TEST_F(CudaKernelTest, GeluForwardMatchesCpuOp) {
   for (DType dtype : kFloatDtypes) {

@@ -10,11 +10,8 @@
 // issued). A collective's outputs are complete when its Work's wait() returns.
 #include <gtest/gtest.h>
 
-#include <exception>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -28,82 +25,32 @@
 #include "runtime/error.h"
 #include "runtime/memory_tracker.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/nccl_test_util.h"
 
 namespace zs {
 namespace {
 
 using comm::Communicator;
-using comm::NcclBackend;
 using comm::ReduceOp;
+using testing::RankGpu;
+using testing::run_nccl_ranks;
 
-// One rank's GPU: a stream with a tracked allocator on it, a copy stream, and host memory.
-class RankDevice {
- public:
-  explicit RankDevice(int device)
-      : device_tracker_("cuda:" + std::to_string(device)),
-        stream_(device),
-        allocator_(stream_, &device_tracker_),
-        copies_(device) {}
-  ~RankDevice() { stream_.synchronize(); }
-
-  // A device copy of `values`, complete when this returns (ready for a collective).
-  Tensor upload(const std::vector<float>& values, const std::string& name) {
-    Tensor host =
-        Tensor::empty({static_cast<int64_t>(values.size())}, DType::kF32, host_allocator_, name);
-    host.copy_from(values);
-    Tensor device =
-        Tensor::empty(host.shape(), DType::kF32, allocator_, MemoryCategory::kOther, name);
-    copies_.order_after(stream_);  // after the allocation
-    copies_.copy(device, host);
-    copies_.synchronize();  // inputs complete before the collective is issued
-    return device;
-  }
-  std::vector<float> download(const Tensor& device) {
-    copies_.order_after(stream_);
-    return cuda::to_host(device, host_allocator_, copies_).to_vector();
-  }
-
- private:
-  MemoryTracker host_tracker_{"cpu"};
-  CpuAllocator host_allocator_{&host_tracker_};
-  MemoryTracker device_tracker_;
-  cuda::Stream stream_;
-  cuda::CudaAllocator allocator_;
-  cuda::CopyStream copies_;
-};
-
-// Runs body(rank, comm, device) on one thread per visible GPU, each rank a Communicator over its
-// NcclBackend (buffer device cuda:rank); rethrows the first failure.
-void run_nccl_ranks(const std::function<void(int, Communicator&, RankDevice&)>& body) {
-  const int n = cuda::cuda_device_count();
-  std::vector<int> devices(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) devices[static_cast<size_t>(i)] = i;
-  std::vector<std::unique_ptr<NcclBackend>> backends = NcclBackend::create_local(devices);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        cuda::DeviceGuard guard(r);
-        RankDevice device(r);  // outlives the communicator's tensors (declared first)
-        Communicator comm(std::move(backends[static_cast<size_t>(r)]), Device::cuda(r));
-        body(r, comm, device);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+// A device copy of `values` on the rank's GPU, complete when this returns: the front's contract
+// for a collective's inputs when no compute stream is attached.
+Tensor upload_complete(RankGpu& gpu, const std::vector<float>& values, const std::string& name) {
+  Tensor host =
+      Tensor::empty({static_cast<int64_t>(values.size())}, DType::kF32, gpu.host_allocator, name);
+  host.copy_from(values);
+  Tensor device = gpu.upload(host);
+  gpu.copies.synchronize();  // inputs complete before the collective is issued
+  return device;
 }
 
 TEST(NcclCommunicator, CollectivesOnDeviceTensorsMatchClosedForms) {
   ZS_SKIP_WITHOUT_CUDA();
   const int n = cuda::cuda_device_count();
   const size_t count = 4099;  // per rank
-  run_nccl_ranks([&](int rank, Communicator& comm, RankDevice& device) {
+  run_nccl_ranks([&](int rank, Communicator& comm, RankGpu& device) {
     EXPECT_EQ(comm.rank(), rank);
     EXPECT_EQ(comm.size(), n);
     EXPECT_STREQ(comm.backend_name(), "nccl");
@@ -112,18 +59,19 @@ TEST(NcclCommunicator, CollectivesOnDeviceTensorsMatchClosedForms) {
     // all_reduce sum of (rank + 1)·u: u·n(n+1)/2.
     std::vector<float> values(count);
     for (size_t i = 0; i < count; ++i) values[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
-    Tensor reduced = device.upload(values, "reduced");
+    Tensor reduced = upload_complete(device, values, "reduced");
     comm.all_reduce(reduced, ReduceOp::kSum)->wait();
-    const std::vector<float> sums = device.download(reduced);
+    const std::vector<float> sums = device.download(reduced).to_vector();
     for (size_t i = 0; i < count; i += 409) {
       EXPECT_FLOAT_EQ(sums[i], static_cast<float>(i % 5 + 1) * n * (n + 1) / 2.0f) << i;
     }
 
     // all_gather of a shard holding the rank: slice q of full holds q.
-    Tensor shard = device.upload(std::vector<float>(count, static_cast<float>(rank)), "shard");
-    Tensor full = device.upload(std::vector<float>(count * n, -1.0f), "full");
+    Tensor shard =
+        upload_complete(device, std::vector<float>(count, static_cast<float>(rank)), "shard");
+    Tensor full = upload_complete(device, std::vector<float>(count * n, -1.0f), "full");
     comm.all_gather(shard, full)->wait();
-    const std::vector<float> gathered = device.download(full);
+    const std::vector<float> gathered = device.download(full).to_vector();
     for (int q = 0; q < n; ++q) {
       EXPECT_EQ(gathered[static_cast<size_t>(q) * count], q);
       EXPECT_EQ(gathered[static_cast<size_t>(q + 1) * count - 1], q);
@@ -131,7 +79,7 @@ TEST(NcclCommunicator, CollectivesOnDeviceTensorsMatchClosedForms) {
 
     // reduce_scatter of the gathered buffer: slice r holds r on every rank, so r·n.
     comm.reduce_scatter(full, shard, ReduceOp::kSum)->wait();
-    const std::vector<float> mine = device.download(shard);
+    const std::vector<float> mine = device.download(shard).to_vector();
     EXPECT_EQ(mine.front(), static_cast<float>(rank * n));
     EXPECT_EQ(mine.back(), static_cast<float>(rank * n));
     comm.barrier()->wait();
@@ -151,10 +99,10 @@ TEST(NcclCommunicator, FactoryWorldTakesDeviceTensorsAndRefusesHostOnes) {
   EXPECT_EQ(world->buffer_device(), Device::cuda(0));
   {
     cuda::DeviceGuard guard(0);
-    RankDevice device(0);
-    Tensor on_device = device.upload({1.0f, 2.0f, 3.0f}, "params");
+    RankGpu device(0);
+    Tensor on_device = upload_complete(device, {1.0f, 2.0f, 3.0f}, "params");
     world->all_reduce(on_device, ReduceOp::kSum)->wait();
-    EXPECT_EQ(device.download(on_device), (std::vector<float>{1.0f, 2.0f, 3.0f}));
+    EXPECT_EQ(device.download(on_device).to_vector(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
 
     CpuAllocator host(nullptr);
     Tensor on_host = Tensor::empty({3}, DType::kF32, host, "grads");

@@ -11,8 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +22,8 @@
 #include "runtime/cuda/check.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
+#include "tests/support/labelled_allocator.h"
 
 namespace zs {
 namespace {
@@ -33,17 +33,11 @@ using comm::Call;
 using comm::Communicator;
 using comm::LaunchInfo;
 using comm::ReduceOp;
-
-// Host memory that claims to be on `device`: enough for the front's checks, which look at
+using testing::contains;
+using testing::invalid_argument_message;
+// Host memory that claims to be cuda:N: enough for the front's checks, which look at
 // Tensor::device() only.
-class LabelledAllocator : public Allocator {
- public:
-  explicit LabelledAllocator(Device device) : Allocator(device, nullptr) {}
-
- protected:
-  void* raw_allocate(size_t nbytes) override { return std::malloc(nbytes); }
-  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
-};
+using testing::LabelledAllocator;
 
 // A one-rank backend named `name` that records the buffers it is given and moves nothing.
 class RecordingBackend final : public Backend {
@@ -89,19 +83,6 @@ class RecordingBackend final : public Backend {
   const char* name_;
 };
 
-std::string invalid_argument_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(NcclFactory, NcclIsBuiltAndListedFirst) {
   EXPECT_TRUE(comm::backend_built("nccl"));
   const std::vector<std::string> names = comm::built_backends();
@@ -133,7 +114,8 @@ TEST(NcclFactory, LaunchWithoutRendezvousFailsByName) {
   torchrun.launcher = "torchrun";
   torchrun.rank = 1;
   torchrun.world_size = 4;
-  const std::string message = invalid_argument_of([&] { comm::resolve_backend("nccl", torchrun); });
+  const std::string message =
+      invalid_argument_message([&] { comm::resolve_backend("nccl", torchrun); });
   EXPECT_TRUE(contains(message, "backend 'nccl'")) << message;
   EXPECT_TRUE(contains(message, "launched by torchrun")) << message;
 }
@@ -143,7 +125,7 @@ TEST(NcclFactory, WithoutADeviceTheWorldFailsNamingTheMissingDevice) {
     GTEST_SKIP() << "a CUDA device is present: the no-device error cannot happen here (the "
                     "nccl world itself is tested by zs_cuda_tests)";
   }
-  const std::string message = invalid_argument_of(
+  const std::string message = invalid_argument_message(
       [] { comm::make_world_communicator("nccl", LaunchInfo{}, std::chrono::seconds(5)); });
   ASSERT_NE(message, "") << "no InvalidArgument";
   EXPECT_TRUE(contains(message, "backend 'nccl' needs a CUDA device")) << message;
@@ -178,13 +160,13 @@ TEST(NcclFront, HostTensorsAreRefusedByAnNcclCommunicator) {
   Tensor on_host = Tensor::empty({4}, DType::kF32, host, "grads");
   Tensor on_device = Tensor::empty({4}, DType::kF32, device, "params");
   const std::string message =
-      invalid_argument_of([&] { comm.all_reduce(on_host, ReduceOp::kSum); });
+      invalid_argument_message([&] { comm.all_reduce(on_host, ReduceOp::kSum); });
   EXPECT_TRUE(contains(message,
                        "all_reduce: 'tensor' 'grads' [4] fp32 is on cpu, but the nccl "
                        "backend moves device memory: pass a tensor on cuda:0"))
       << message;
   // Every argument is checked, not just the first.
-  const std::string gather = invalid_argument_of([&] { comm.all_gather(on_device, on_host); });
+  const std::string gather = invalid_argument_message([&] { comm.all_gather(on_device, on_host); });
   EXPECT_TRUE(contains(gather, "all_gather: 'full'")) << gather;
   EXPECT_TRUE(contains(gather, "is on cpu")) << gather;
   EXPECT_EQ(comm.calls_issued(), 0u);  // refused before anything was queued
@@ -195,7 +177,7 @@ TEST(NcclFront, TensorsOnAnotherGpuAreRefused) {
   LabelledAllocator gpu1(Device::cuda(1));
   Tensor elsewhere = Tensor::empty({4}, DType::kF32, gpu1, "params");
   const std::string message =
-      invalid_argument_of([&] { comm.all_reduce(elsewhere, ReduceOp::kSum); });
+      invalid_argument_message([&] { comm.all_reduce(elsewhere, ReduceOp::kSum); });
   EXPECT_TRUE(contains(message, "is on cuda:1, but this rank's nccl communicator runs on cuda:0"))
       << message;
   // Without a known index (the one-argument constructor) any GPU passes the front.
@@ -209,7 +191,7 @@ TEST(NcclFront, DeviceTensorsAreRefusedByHostBackends) {
   LabelledAllocator device(Device::cuda(0));
   Tensor on_device = Tensor::empty({4}, DType::kF32, device, "params");
   const std::string message =
-      invalid_argument_of([&] { local->all_reduce(on_device, ReduceOp::kSum); });
+      invalid_argument_message([&] { local->all_reduce(on_device, ReduceOp::kSum); });
   EXPECT_TRUE(contains(message,
                        "'params' [4] fp32 is on cuda:0, but the local backend moves "
                        "host memory"))
@@ -218,15 +200,15 @@ TEST(NcclFront, DeviceTensorsAreRefusedByHostBackends) {
   // The same for a backend named "mpi" (the check is the front's, by the backend's kind).
   Communicator mpi_named(std::make_unique<RecordingBackend>("mpi"));
   const std::string mpi =
-      invalid_argument_of([&] { mpi_named.all_reduce(on_device, ReduceOp::kSum); });
+      invalid_argument_message([&] { mpi_named.all_reduce(on_device, ReduceOp::kSum); });
   EXPECT_TRUE(contains(mpi, "but the mpi backend moves host memory")) << mpi;
 }
 
 TEST(NcclFront, BufferDeviceMustSuitTheBackend) {
-  const std::string cpu_for_nccl = invalid_argument_of(
+  const std::string cpu_for_nccl = invalid_argument_message(
       [] { Communicator c(std::make_unique<RecordingBackend>("nccl"), Device::cpu()); });
   EXPECT_TRUE(contains(cpu_for_nccl, "the nccl backend moves device memory")) << cpu_for_nccl;
-  const std::string gpu_for_local = invalid_argument_of(
+  const std::string gpu_for_local = invalid_argument_message(
       [] { Communicator c(std::move(comm::make_local_backends(1)[0]), Device::cuda(0)); });
   EXPECT_TRUE(contains(gpu_for_local, "the local backend moves host memory")) << gpu_for_local;
 }

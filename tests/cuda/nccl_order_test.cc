@@ -21,9 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <functional>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,14 +37,15 @@
 #include "runtime/half.h"
 #include "runtime/memory_tracker.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/nccl_test_util.h"
 
 namespace zs {
 namespace {
 
 using comm::Communicator;
-using comm::NcclBackend;
 using comm::ReduceOp;
 using comm::WorkPtr;
+using testing::RankGpu;
 
 // Far longer than issuing a collective takes; the collectives are warmed up first, because NCCL
 // connects peers lazily, on the host, at a communicator's first collectives.
@@ -59,67 +58,11 @@ void CUDART_CB hold_stream(void* released) {
   static_cast<std::atomic<bool>*>(released)->store(true);
 }
 
-// One rank's GPU: the compute stream with a tracked allocator on it, and a copy stream.
-struct RankGpu {
-  explicit RankGpu(int device)
-      : tracker("cuda:" + std::to_string(device)),
-        compute(device),
-        allocator(compute, &tracker),
-        copies(device) {}
-  ~RankGpu() { compute.synchronize(); }
-
-  Tensor empty(int64_t count, DType dtype, const std::string& name) {
-    return Tensor::empty({count}, dtype, allocator, MemoryCategory::kOther, name);
-  }
-  // A device copy of a host tensor, ready for work on the compute stream (no host sync).
-  Tensor upload(const Tensor& host) {
-    Tensor device = empty(host.numel(), host.dtype(), host.name());
-    copies.order_after(compute);  // after the allocation
-    copies.copy(device, host);
-    copies.order_before(compute);
-    return device;
-  }
-  // A host copy after the work enqueued on the compute stream so far.
-  Tensor download(const Tensor& device) {
-    copies.order_after(compute);
-    return cuda::to_host(device, host_allocator, copies);
-  }
-
-  MemoryTracker host_tracker{"cpu"};
-  CpuAllocator host_allocator{&host_tracker};
-  MemoryTracker tracker;
-  cuda::Stream compute;
-  cuda::CudaAllocator allocator;
-  cuda::CopyStream copies;
-};
-
 // body(rank, comm, gpu) on one thread per visible GPU; the communicator is ordered after the
 // rank's compute stream. Rethrows the first failure.
-void run_nccl_ranks(const std::function<void(int, Communicator&, RankGpu&)>& body,
-                    comm::NcclBackendOptions options = {}) {
-  const int n = cuda::cuda_device_count();
-  std::vector<int> devices(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) devices[static_cast<size_t>(i)] = i;
-  std::vector<std::unique_ptr<NcclBackend>> backends = NcclBackend::create_local(devices, options);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        cuda::DeviceGuard guard(r);
-        RankGpu gpu(r);  // outlives the communicator and its tensors (declared first)
-        Communicator comm(std::move(backends[static_cast<size_t>(r)]), Device::cuda(r));
-        comm.set_compute_stream(comm::stream_ref(gpu.compute));
-        body(r, comm, gpu);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+void run_ordered_ranks(const std::function<void(int, Communicator&, RankGpu&)>& body,
+                       const comm::NcclBackendOptions& options = {}) {
+  testing::run_nccl_ranks(body, /*attach_compute_stream=*/true, options);
 }
 
 TEST(NcclOrder, CollectiveWaitsForTheComputeStreamAndComputeWaitsForIt) {
@@ -127,7 +70,7 @@ TEST(NcclOrder, CollectiveWaitsForTheComputeStreamAndComputeWaitsForIt) {
   const int n = cuda::cuda_device_count();
   const int64_t count = (int64_t{1} << 20) + 5;
   const size_t bytes = static_cast<size_t>(count) * sizeof(int32_t);
-  run_nccl_ranks([&](int, Communicator& comm, RankGpu& gpu) {
+  run_ordered_ranks([&](int, Communicator& comm, RankGpu& gpu) {
     Tensor data = gpu.empty(count, DType::kI32, "data");
     Tensor out = gpu.empty(count, DType::kI32, "out");
     // Zeros, complete on the device: what a collective that did not wait would read.
@@ -162,7 +105,7 @@ TEST(NcclOrder, SeveralCollectivesInFlightEachAfterItsProducer) {
   const int n = cuda::cuda_device_count();
   const int64_t count = 4099;
   const size_t bytes = static_cast<size_t>(count) * sizeof(int32_t);
-  run_nccl_ranks([&](int rank, Communicator& comm, RankGpu& gpu) {
+  run_ordered_ranks([&](int rank, Communicator& comm, RankGpu& gpu) {
     {  // warm-up of the same collectives and sizes
       Tensor warm = gpu.empty(count, DType::kI32, "warm-up");
       Tensor warm_shard = gpu.empty(count / n, DType::kI32, "warm-up shard");
@@ -261,7 +204,7 @@ TEST(NcclOrder, HalfReductionsMatchTheCpuBackendsFp32Accumulation) {
       comm.reduce_scatter(full, shard, ReduceOp::kSum)->wait();
       cpu[static_cast<size_t>(r)] = {sum.to_vector(), avg.to_vector(), shard.to_vector()};
     });
-    run_nccl_ranks([&](int r, Communicator& comm, RankGpu& device) {
+    run_ordered_ranks([&](int r, Communicator& comm, RankGpu& device) {
       CpuAllocator allocator(nullptr);
       auto host_of = [&](const std::vector<float>& values, const char* name) {
         Tensor host = Tensor::empty({static_cast<int64_t>(values.size())}, dtype, allocator, name);
@@ -299,7 +242,7 @@ TEST(NcclOrder, HalfReductionScratchIsChargedAsCommBuffersAndReleased) {
   MemoryTracker comm_tracker("cuda comm");
   comm::NcclBackendOptions options;
   options.tracker = &comm_tracker;
-  run_nccl_ranks(
+  run_ordered_ranks(
       [&](int, Communicator& comm, RankGpu& gpu) {
         Tensor data = gpu.empty(count, DType::kBF16, "grads");
         ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_data(), 0, data.nbytes(), gpu.compute.get()));

@@ -7,9 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <exception>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #include "comm/local/local_backend.h"
@@ -17,6 +15,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/stream.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/support/threads.h"
 
 namespace zs {
 namespace {
@@ -35,22 +34,11 @@ Call make_call(CollectiveKind kind, uint64_t sequence,
 // Runs body(rank, backend) on one thread per rank; rethrows the first failure.
 void run_ranks(std::vector<std::unique_ptr<NcclBackend>>& backends,
                const std::function<void(int, NcclBackend&)>& body) {
-  std::vector<std::exception_ptr> errors(backends.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < backends.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        cuda::DeviceGuard guard(backends[r]->device());
-        body(static_cast<int>(r), *backends[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::run_threads(static_cast<int>(backends.size()), [&](int r) {
+    NcclBackend& backend = *backends[static_cast<size_t>(r)];
+    cuda::DeviceGuard guard(backend.device());
+    body(r, backend);
+  });
 }
 
 std::vector<float> device_to_vector(const float* device, size_t count) {
@@ -156,21 +144,9 @@ TEST(NcclBootstrap, FormsAGroupOverALocalBackendAndSplitsIt) {
   const int n = cuda::cuda_device_count();
   std::vector<std::unique_ptr<comm::Backend>> bootstraps = comm::make_local_backends(n);
   std::vector<std::unique_ptr<NcclBackend>> backends(static_cast<size_t>(n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        backends[r] = NcclBackend::create(std::move(bootstraps[r]), r, std::chrono::seconds(60));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::run_threads(n, [&](int r) {
+    backends[r] = NcclBackend::create(std::move(bootstraps[r]), r, std::chrono::seconds(60));
+  });
   run_ranks(backends, [&](int rank, NcclBackend& backend) {
     float* data = device_from_vector(std::vector<float>(33, 1.0f));
     backend.all_reduce(data, 33, DType::kF32, ReduceOp::kSum,

@@ -34,7 +34,6 @@
 #include "runtime/autograd.h"
 #include "runtime/cuda/check.h"
 #include "tests/cuda/cuda_test_util.h"
-#include "tests/support/gradcheck.h"
 #include "tests/support/op_test.h"
 
 namespace zs {
@@ -42,27 +41,15 @@ namespace {
 
 using testing::backward_from;
 using testing::converted;
-using testing::CudaTest;
+using testing::CudaOpTest;
 using testing::invalid_argument_message;
+using testing::kFloatDtypes;
 using testing::one_ulp_tolerance;
-using testing::random_tensor;
+using testing::random_ids;
+using testing::random_targets;
 
-const DType kFloatDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
-
-class CudaNnKernelTest : public CudaTest {
+class CudaNnKernelTest : public CudaOpTest {
  protected:
-  void TearDown() override {
-    current_tape().clear();
-    CudaTest::TearDown();
-  }
-
-  Tensor random_host(const Shape& shape, uint32_t seed, float lo, float hi, DType dtype,
-                     bool requires_grad = false) {
-    Tensor fp32 = random_tensor(shape, host_allocator_, seed, lo, hi, false);
-    return dtype == DType::kF32 ? fp32.set_requires_grad(requires_grad)
-                                : converted(fp32, dtype, requires_grad);
-  }
-
   Tensor host_ints(const Shape& shape, const std::vector<int32_t>& values) {
     Tensor t = Tensor::empty(shape, DType::kI32, host_allocator_, MemoryCategory::kOther, "ints");
     EXPECT_EQ(t.numel(), static_cast<int64_t>(values.size()));
@@ -90,43 +77,48 @@ class CudaNnKernelTest : public CudaTest {
     return value;
   }
 
-  // |got − want| ≤ rel·|want| + abs (+ one storage ulp for fp16/bf16) element-wise; infinities
-  // must match exactly.
-  static void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                           DType dtype, double rel, double abs, const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    int reported = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (std::isinf(want[i]) && got[i] == want[i]) continue;
-      double tol = rel * std::fabs(want[i]) + abs;
-      if (dtype != DType::kF32) tol += one_ulp_tolerance(dtype, want[i]);
-      if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 10) {
-        ADD_FAILURE() << what << " (" << dtype_name(dtype) << ") element " << i << ": got "
-                      << got[i] << ", CPU " << want[i] << ", tolerance " << tol;
-      }
-    }
-  }
+  // One cross_entropy_forward on the device: the uploaded inputs, the fresh outputs it wrote
+  // (count and flag as device_int64 / device_flag), and the backward over them.
+  struct DeviceCrossEntropy {
+    Tensor logits, targets, max, log_sum, row_loss, loss, count, flag;
+    int64_t rows = 0, vocab = 0;
+    int32_t ignore_index = 0;
+    cudaStream_t stream = nullptr;
 
-  static std::vector<unsigned char> bytes_of(const Tensor& host) {
-    std::vector<unsigned char> bytes(host.nbytes());
-    if (!bytes.empty()) std::memcpy(bytes.data(), host.raw_data(), bytes.size());
-    return bytes;
+    // cross_entropy_backward from the device scalar `dloss` into `grad` (of `grad_dtype`).
+    void backward(const Tensor& dloss, const Tensor& grad, DType grad_dtype,
+                  bool accumulate) const {
+      ops::cuda::cross_entropy_backward(
+          logits.raw_data(), targets.data<int32_t>(), max.data<float>(), log_sum.data<float>(),
+          dloss.data<float>(), as_int64(count), rows, vocab, ignore_index, logits.dtype(),
+          grad.raw_data(), grad_dtype, accumulate, stream);
+    }
+  };
+  // Uploads host logits [rows, vocab] and targets [rows] and runs cross_entropy_forward on them.
+  DeviceCrossEntropy cross_entropy_on_device(const Tensor& logits, const Tensor& targets,
+                                             int32_t ignore_index) {
+    DeviceCrossEntropy d;
+    d.rows = logits.size(0);
+    d.vocab = logits.size(1);
+    d.ignore_index = ignore_index;
+    d.stream = stream_->get();
+    d.logits = upload(logits);
+    d.targets = upload(targets);
+    d.max = device_empty({d.rows}, DType::kF32);
+    d.log_sum = device_empty({d.rows}, DType::kF32);
+    d.row_loss = device_empty({d.rows}, DType::kF32);
+    d.loss = device_empty({1}, DType::kF32);
+    d.count = device_int64();
+    d.flag = device_flag();
+    ops::cuda::cross_entropy_forward(
+        d.logits.raw_data(), d.targets.data<int32_t>(), d.rows, d.vocab, ignore_index,
+        logits.dtype(), d.max.data<float>(), d.log_sum.data<float>(), d.row_loss.data<float>(),
+        d.loss.data<float>(), as_int64(d.count), d.flag.data<int32_t>(), d.stream);
+    return d;
   }
 };
 
 // ---------------------------------------------------------------------------- cross-entropy
-
-// Targets uniform in [0, vocab), every fifth row ignore_index.
-std::vector<int32_t> random_targets(int64_t rows, int64_t vocab, int32_t ignore_index,
-                                    uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> targets(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    targets[static_cast<size_t>(r)] = r % 5 == 2 ? ignore_index : dist(gen);
-  }
-  return targets;
-}
 
 TEST_F(CudaNnKernelTest, CrossEntropyForwardAndBackwardMatchCpuOp) {
   const int64_t rows = 67;
@@ -160,34 +152,23 @@ TEST_F(CudaNnKernelTest, CrossEntropyForwardAndBackwardMatchCpuOp) {
         want_row_loss[r] = ops::math::cross_entropy_loss(want_max[r], want_log_sum[r], row[t]);
       }
 
-      Tensor d_logits = upload(logits);
-      Tensor d_targets = upload(targets);
-      Tensor d_max = device_empty({rows}, DType::kF32);
-      Tensor d_log_sum = device_empty({rows}, DType::kF32);
-      Tensor d_row_loss = device_empty({rows}, DType::kF32);
-      Tensor d_loss = device_empty({1}, DType::kF32);
-      Tensor d_count = device_int64();
-      Tensor d_flag = device_flag();
-      ops::cuda::cross_entropy_forward(
-          d_logits.raw_data(), d_targets.data<int32_t>(), rows, vocab, ignore_index, dtype,
-          d_max.data<float>(), d_log_sum.data<float>(), d_row_loss.data<float>(),
-          d_loss.data<float>(), as_int64(d_count), d_flag.data<int32_t>(), stream_->get());
+      const DeviceCrossEntropy d = cross_entropy_on_device(logits, targets, ignore_index);
       Tensor host_max =
           Tensor::empty({rows}, DType::kF32, host_allocator_, MemoryCategory::kOther, "want max");
       host_max.copy_from(want_max);
-      EXPECT_EQ(bytes_of(download(d_max)), bytes_of(host_max)) << "row max";
-      expect_close(download(d_log_sum).to_vector(), want_log_sum, DType::kF32, 1e-5, 2e-6,
+      EXPECT_EQ(bytes_of(download(d.max)), bytes_of(host_max)) << "row max";
+      expect_close(download(d.log_sum).to_vector(), want_log_sum, DType::kF32, 1e-5, 2e-6,
                    "log_sum");
-      const std::vector<float> got_row_loss = download(d_row_loss).to_vector();
+      const std::vector<float> got_row_loss = download(d.row_loss).to_vector();
       expect_close(got_row_loss, want_row_loss, DType::kF32, 1e-5, 2e-6, "row loss");
-      const int64_t count = read_int64(d_count);
+      const int64_t count = read_int64(d.count);
       EXPECT_EQ(count, cpu_count);
-      EXPECT_EQ(read_int32(d_flag), INT32_MAX);
+      EXPECT_EQ(read_int32(d.flag), INT32_MAX);
       // The CPU's mean over the device's row losses: row order, double, one rounding.
       double total = 0.0;
       for (float value : got_row_loss) total += static_cast<double>(value);
       const float want_loss = static_cast<float>(total / static_cast<double>(count));
-      const float got_loss = download(d_loss).item();
+      const float got_loss = download(d.loss).item();
       EXPECT_EQ(std::memcmp(&got_loss, &want_loss, sizeof(float)), 0)
           << "loss " << got_loss << " vs the CPU's mean of the device row losses " << want_loss;
       EXPECT_NEAR(got_loss, cpu_loss, 1e-5 * std::fabs(cpu_loss) + 1e-6);
@@ -195,10 +176,7 @@ TEST_F(CudaNnKernelTest, CrossEntropyForwardAndBackwardMatchCpuOp) {
       // Backward into a fresh sink of the logits' dtype (the CPU op's sink), over garbage.
       Tensor d_dloss = upload(dloss);
       Tensor d_grad = upload(host_filled({rows, vocab}, cpu_grad.dtype(), 123.0f));
-      ops::cuda::cross_entropy_backward(
-          d_logits.raw_data(), d_targets.data<int32_t>(), d_max.data<float>(),
-          d_log_sum.data<float>(), d_dloss.data<float>(), as_int64(d_count), rows, vocab,
-          ignore_index, dtype, d_grad.raw_data(), cpu_grad.dtype(), false, stream_->get());
+      d.backward(d_dloss, d_grad, cpu_grad.dtype(), false);
       expect_close(download(d_grad).to_vector(), cpu_grad.to_vector(), cpu_grad.dtype(), 2e-5, 1e-9,
                    "dlogits");
 
@@ -215,10 +193,7 @@ TEST_F(CudaNnKernelTest, CrossEntropyForwardAndBackwardMatchCpuOp) {
       }
       Tensor previous = random_host({rows, vocab}, 63, -1.0f, 1.0f, DType::kF32);
       Tensor d_grad32 = upload(previous);
-      ops::cuda::cross_entropy_backward(
-          d_logits.raw_data(), d_targets.data<int32_t>(), d_max.data<float>(),
-          d_log_sum.data<float>(), d_dloss.data<float>(), as_int64(d_count), rows, vocab,
-          ignore_index, dtype, d_grad32.raw_data(), DType::kF32, true, stream_->get());
+      d.backward(d_dloss, d_grad32, DType::kF32, true);
       const std::vector<float> got_accumulated = download(d_grad32).to_vector();
       const std::vector<float> before = previous.to_vector();
       std::vector<float> want_accumulated(before.size());
@@ -231,10 +206,7 @@ TEST_F(CudaNnKernelTest, CrossEntropyForwardAndBackwardMatchCpuOp) {
                   0)
             << "ignored row " << r << " was written while accumulating";
       }
-      ops::cuda::cross_entropy_backward(
-          d_logits.raw_data(), d_targets.data<int32_t>(), d_max.data<float>(),
-          d_log_sum.data<float>(), d_dloss.data<float>(), as_int64(d_count), rows, vocab,
-          ignore_index, dtype, d_grad32.raw_data(), DType::kF32, false, stream_->get());
+      d.backward(d_dloss, d_grad32, DType::kF32, false);
       expect_close(download(d_grad32).to_vector(), want_grad, DType::kF32, 2e-5, 1e-9,
                    "fp32 dlogits");
     }
@@ -258,23 +230,12 @@ TEST_F(CudaNnKernelTest, CrossEntropyWithNoCountedRowIsZeroNotNaN) {
   Tensor targets = host_ints({rows}, std::vector<int32_t>(rows, ops::kDefaultIgnoreIndex));
   Tensor loss = ops::cross_entropy(logits, targets);
   EXPECT_EQ(loss.item(), 0.0f);
-  Tensor d_logits = upload(logits);
-  Tensor d_targets = upload(targets);
-  Tensor d_max = device_empty({rows}, DType::kF32);
-  Tensor d_log_sum = device_empty({rows}, DType::kF32);
-  Tensor d_row_loss = device_empty({rows}, DType::kF32);
-  ops::cuda::cross_entropy_forward(
-      d_logits.raw_data(), d_targets.data<int32_t>(), rows, vocab, ops::kDefaultIgnoreIndex,
-      DType::kF32, d_max.data<float>(), d_log_sum.data<float>(), d_row_loss.data<float>(),
-      d_loss.data<float>(), as_int64(d_count), d_flag.data<int32_t>(), stream_->get());
-  EXPECT_EQ(download(d_loss).item(), 0.0f);
-  EXPECT_EQ(read_int64(d_count), 0);
+  const DeviceCrossEntropy d = cross_entropy_on_device(logits, targets, ops::kDefaultIgnoreIndex);
+  EXPECT_EQ(download(d.loss).item(), 0.0f);
+  EXPECT_EQ(read_int64(d.count), 0);
   Tensor d_dloss = upload(host_filled({1}, DType::kF32, 1.0f));
   Tensor d_grad = upload(host_filled({rows, vocab}, DType::kF32, 9.0f));
-  ops::cuda::cross_entropy_backward(
-      d_logits.raw_data(), d_targets.data<int32_t>(), d_max.data<float>(), d_log_sum.data<float>(),
-      d_dloss.data<float>(), as_int64(d_count), rows, vocab, ops::kDefaultIgnoreIndex, DType::kF32,
-      d_grad.raw_data(), DType::kF32, false, stream_->get());
+  d.backward(d_dloss, d_grad, DType::kF32, false);
   for (float g : download(d_grad).to_vector()) ASSERT_EQ(g, 0.0f);
 }
 
@@ -290,32 +251,11 @@ TEST_F(CudaNnKernelTest, CrossEntropyFlagsTheFirstBadTargetRowAsTheCpuOpReportsI
               ops::cross_entropy(logits, targets);
             }).find("targets[5] = 43 is out of range"),
             std::string::npos);
-  Tensor d_logits = upload(logits);
-  Tensor d_targets = upload(targets);
-  Tensor d_max = device_empty({rows}, DType::kF32);
-  Tensor d_log_sum = device_empty({rows}, DType::kF32);
-  Tensor d_row_loss = device_empty({rows}, DType::kF32);
-  Tensor d_loss = device_empty({1}, DType::kF32);
-  Tensor d_count = device_int64();
-  Tensor d_flag = device_flag();
-  ops::cuda::cross_entropy_forward(
-      d_logits.raw_data(), d_targets.data<int32_t>(), rows, vocab, ops::kDefaultIgnoreIndex,
-      DType::kF32, d_max.data<float>(), d_log_sum.data<float>(), d_row_loss.data<float>(),
-      d_loss.data<float>(), as_int64(d_count), d_flag.data<int32_t>(), stream_->get());
-  EXPECT_EQ(read_int32(d_flag), 5);
+  const DeviceCrossEntropy d = cross_entropy_on_device(logits, targets, ops::kDefaultIgnoreIndex);
+  EXPECT_EQ(read_int32(d.flag), 5);
 }
 
 // ---------------------------------------------------------------------------- embedding
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  // Mostly from a few small ids, so rows repeat many times, plus some from the whole table.
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> hot(0, 19);
-  std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t p = 0; p < n; ++p) ids[static_cast<size_t>(p)] = p % 4 == 3 ? any(gen) : hot(gen);
-  return ids;
-}
 
 TEST_F(CudaNnKernelTest, EmbeddingForwardAndBackwardAreBitwiseEqualToCpuOp) {
   const int64_t vocab = 97;

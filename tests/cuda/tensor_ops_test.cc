@@ -37,18 +37,11 @@ namespace zs {
 namespace {
 
 using testing::backward_from;
-using testing::CudaTest;
-using testing::one_ulp_tolerance;
-using testing::random_tensor;
+using testing::CudaOpTest;
+using testing::kBits;
+using testing::kFloatDtypes;
+using testing::Tolerance;
 
-const DType kFloatDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
-
-struct Tolerance {
-  bool bits = false;
-  double rel = 0.0;
-  double abs = 0.0;
-};
-constexpr Tolerance kBits{true, 0.0, 0.0};
 constexpr Tolerance kGemm{false, 1e-4, 1e-4};
 constexpr Tolerance kPointwise{false, 1e-5, 1e-6};  // expf / tanhf ulps, FMA contraction
 constexpr Tolerance kLayernorm{false, 1e-4, 1e-4};
@@ -62,59 +55,8 @@ struct InputSpec {
 
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-class CudaTensorOpsTest : public CudaTest {
+class CudaTensorOpsTest : public CudaOpTest {
  protected:
-  void TearDown() override {
-    current_tape().clear();
-    CudaTest::TearDown();
-  }
-
-  Tensor host_random(const Shape& shape, uint32_t seed, float lo, float hi, DType dtype,
-                     bool requires_grad) {
-    Tensor fp32 = random_tensor(shape, host_allocator_, seed, lo, hi, false);
-    Tensor out = Tensor::empty(shape, dtype, host_allocator_, MemoryCategory::kOther, "input");
-    out.copy_from(fp32.to_vector());
-    out.set_requires_grad(requires_grad);
-    return out;
-  }
-
-  // The same values on the GPU (Tensor::copy_from: a synchronous upload on the allocator stream).
-  Tensor to_gpu(const Tensor& host, bool requires_grad) {
-    Tensor device = Tensor::empty(host.shape(), host.dtype(), *device_allocator_,
-                                  MemoryCategory::kOther, host.name());
-    device.copy_from(host.to_vector());
-    device.set_requires_grad(requires_grad);
-    return device;
-  }
-
-  static void expect_match(const Tensor& got, const Tensor& want, Tolerance tol,
-                           const std::string& what) {
-    ASSERT_TRUE(got.defined() && want.defined()) << what;
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    EXPECT_TRUE(got.device().is_cuda()) << what;
-    const std::vector<float> g = got.to_vector();
-    const std::vector<float> w = want.to_vector();
-    int reported = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      bool ok = false;
-      double bound = 0.0;
-      if (tol.bits) {
-        ok = std::memcmp(&g[i], &w[i], sizeof(float)) == 0;
-      } else {
-        bound = tol.rel * std::fabs(w[i]) + tol.abs;
-        if (want.dtype() != DType::kF32) bound += one_ulp_tolerance(want.dtype(), w[i]);
-        ok = std::fabs(static_cast<double>(g[i]) - w[i]) <= bound;
-      }
-      if (!ok && reported++ < 8) {
-        ADD_FAILURE() << what << " (" << dtype_name(want.dtype()) << ") element " << i << ": cuda "
-                      << g[i] << ", cpu " << w[i]
-                      << (tol.bits ? " (expected the same bits)"
-                                   : ", tolerance " + std::to_string(bound));
-      }
-    }
-  }
-
   // Runs `fn` on CPU inputs and on their GPU copies, each followed by backward from the same
   // random output gradient, and compares the outputs and every input gradient. The tape holds one
   // graph at a time (backward runs and clears everything recorded), so each device records its
@@ -126,13 +68,13 @@ class CudaTensorOpsTest : public CudaTest {
     std::vector<Tensor> device_inputs;
     uint32_t seed = 17;
     for (const InputSpec& spec : specs) {
-      Tensor host = host_random(spec.shape, seed++, spec.lo, spec.hi, dtype, spec.requires_grad);
+      Tensor host = random_host(spec.shape, seed++, spec.lo, spec.hi, dtype, spec.requires_grad);
       device_inputs.push_back(to_gpu(host, spec.requires_grad));
       host_inputs.push_back(host);
     }
     Tensor y_cpu = fn(host_inputs);
     const bool differentiable = y_cpu.requires_grad();
-    Tensor seed_cpu = host_random(y_cpu.shape(), 99, -1.0f, 1.0f, y_cpu.dtype(), false);
+    Tensor seed_cpu = random_host(y_cpu.shape(), 99, -1.0f, 1.0f, y_cpu.dtype(), false);
     if (differentiable) backward_from(y_cpu, seed_cpu);
     current_tape().clear();
 
@@ -255,7 +197,7 @@ TEST_F(CudaTensorOpsTest, ReductionsMatchCpuBitForBit) {
 TEST_F(CudaTensorOpsTest, InPlaceHelpersMatchCpu) {
   for (DType dtype : kFloatDtypes) {
     SCOPED_TRACE(dtype_name(dtype));
-    Tensor host = host_random({3000}, 5, -2.0f, 2.0f, dtype, false);
+    Tensor host = random_host({3000}, 5, -2.0f, 2.0f, dtype, false);
     Tensor device = to_gpu(host, false);
     ops::scale_(host, 1.7f);
     ops::scale_(device, 1.7f);
@@ -294,7 +236,7 @@ TEST_F(CudaTensorOpsTest, ASmallModelRunsUnchangedOnCuda) {
   };
   auto make = [&](bool gpu) {
     auto tensor = [&](const Shape& shape, uint32_t seed) {
-      Tensor host = host_random(shape, seed, -0.5f, 0.5f, DType::kF32, true);
+      Tensor host = random_host(shape, seed, -0.5f, 0.5f, DType::kF32, true);
       return gpu ? to_gpu(host, true) : host;
     };
     return Params{tensor({6, 32}, 1), tensor({64, 32}, 2), tensor({64}, 3), tensor({64}, 4),

@@ -3,7 +3,8 @@
 //   after each test;
 // - backward_from: backward with chosen gradients for an op's outputs;
 // - converted: a copy of a tensor in another dtype;
-// - invalid_argument_message: the text of the InvalidArgument a call throws;
+// - invalid_argument_message: the text of the InvalidArgument a call throws (from
+//   tests/support/error_text.h, included here);
 // - one_ulp_tolerance: the bound for fp16/bf16 results against fp32.
 //
 // Tensors returned belong to the caller and live on the allocator of the tensor they were made
@@ -23,6 +24,7 @@
 #include "runtime/error.h"
 #include "runtime/memory_tracker.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
 
 namespace zs::testing {
 
@@ -62,18 +64,6 @@ inline Tensor converted(const Tensor& t, DType dtype, bool requires_grad = false
   out.copy_from(t.to_vector());
   out.set_requires_grad(requires_grad);
   return out;
-}
-
-// The message of the InvalidArgument that `fn` throws, for tests that check what an error says;
-// "<no InvalidArgument thrown>" if it returns, so the test's expectation on the text fails and
-// shows that. Other exceptions propagate (gtest reports them).
-inline std::string invalid_argument_message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument thrown>";
 }
 
 // One ulp of fp16 (2^-10) or bf16 (2^-7) relative to `reference`, plus 1e-7 absolute for fp16
