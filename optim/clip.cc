@@ -86,15 +86,11 @@ float global_grad_norm(double local_sum_of_squares, comm::Communicator& comm, in
            " (it is the number of ranks of the group that hold each gradient element)");
   ZS_CHECK(local_sum_of_squares >= 0.0 || std::isnan(local_sum_of_squares),
            "global_grad_norm: a sum of squares cannot be negative, found ", local_sum_of_squares);
-  // The allocator outlives the tensor: the Work drops its buffers before wait() returns.
-  CpuAllocator allocator(nullptr);
-  Tensor total = Tensor::empty({1}, DType::kF32, allocator, MemoryCategory::kCommBuffers,
-                               "grad norm sum of squares");
-  total.data<float>()[0] = static_cast<float>(local_sum_of_squares);
   comm::CollectiveOptions tagged = options;
   if (tagged.tag.empty()) tagged.tag = "global gradient norm";
-  comm.all_reduce(total, comm::ReduceOp::kSum, tagged)->wait();
-  const double sum = static_cast<double>(total.data<float>()[0]) / replication;
+  const float reduced = detail::all_reduce_scalar(comm, static_cast<float>(local_sum_of_squares),
+                                                  comm::ReduceOp::kSum, tagged);
+  const double sum = static_cast<double>(reduced) / replication;
   return static_cast<float>(std::sqrt(sum));
 }
 

@@ -2,8 +2,11 @@
 // and throwing, in a build without CUDA).
 #include "optim/device_loops.h"
 
+#include <map>
+#include <mutex>
 #include <string>
 
+#include "runtime/allocator.h"
 #include "runtime/error.h"
 
 #if ZS_HAVE_CUDA
@@ -20,8 +23,48 @@ bool on_cuda(const ShardView& view) {
   return view.master.defined() && view.master.device().is_cuda();
 }
 
+namespace {
+// The allocator of a GPU communicator's scalars (see all_reduce_scalar).
+Allocator& scalar_allocator(Device device);
+}  // namespace
+
+float all_reduce_scalar(comm::Communicator& comm, float value, comm::ReduceOp op,
+                        const comm::CollectiveOptions& options) {
+  const Device device = comm.buffer_device();
+  if (device.is_cpu()) {
+    // The allocator outlives the tensor: the Work drops its buffers before wait() returns.
+    CpuAllocator allocator(nullptr);
+    Tensor scalar =
+        Tensor::empty({1}, DType::kF32, allocator, MemoryCategory::kCommBuffers, options.tag);
+    scalar.data<float>()[0] = value;
+    comm.all_reduce(scalar, op, options)->wait();
+    return scalar.data<float>()[0];
+  }
+  Tensor scalar = Tensor::empty({1}, DType::kF32, scalar_allocator(device),
+                                MemoryCategory::kCommBuffers, options.tag);
+  scalar.copy_from({value});  // synchronous: complete before the collective is issued
+  comm.all_reduce(scalar, op, options)->wait();
+  return scalar.item();
+}
+
 #if ZS_HAVE_CUDA
 namespace {
+
+Allocator& scalar_allocator(Device device) {
+  ZS_CHECK(device.is_cuda(), "all_reduce_scalar: ", device.str(), " is not a CUDA device");
+  struct DeviceScalars {
+    explicit DeviceScalars(int index) : stream(index), allocator(stream, nullptr) {}
+    zs::cuda::Stream stream;
+    zs::cuda::CudaAllocator allocator;
+  };
+  static std::mutex mutex;
+  // Leaked on purpose: destroying them at exit would call CUDA after its runtime shut down.
+  static auto* by_device = new std::map<int, DeviceScalars*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceScalars*& entry = (*by_device)[device.index];
+  if (entry == nullptr) entry = new DeviceScalars(device.index);
+  return entry->allocator;
+}
 
 // The stream every buffer of the view was allocated on. The master's allocator decides; the
 // gradient and the state must be device memory on the same GPU.
@@ -118,6 +161,10 @@ bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>& s
 #else  // no CUDA in this build
 
 namespace {
+Allocator& scalar_allocator(Device device) {
+  ZS_THROW(InvalidArgument, "a scalar collective on ", device.str(),
+           ": this zeroshard was built without CUDA; rebuild with -DZS_CUDA=ON");
+}
 [[noreturn]] void no_cuda(const ShardView& view) {
   ZS_THROW(InvalidArgument, "optimizer view '", view.name, "' is on ", view.master.device().str(),
            " but this zeroshard was built without CUDA; rebuild with -DZS_CUDA=ON");

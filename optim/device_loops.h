@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "comm/communicator.h"
 #include "ops/math/adamw.h"
 #include "ops/math/sgd.h"
 #include "optim/shard_view.h"
@@ -31,5 +32,15 @@ double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>& se
 void cuda_scale(const ShardView& view, const std::vector<Segment>& segments, float coefficient);
 bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>& segments,
                             float inv_scale);
+
+// `value` reduced with `op` over the ranks of `comm` (one fp32 all_reduce, waited for): the
+// scalar collectives of the optimizer side (the global gradient norm, the loss scaler's overflow
+// flag). The element lives where the communicator moves tensors: host memory for local/mpi; on a
+// GPU communicator (nccl) a device scalar, uploaded and read back synchronously (a host sync, at
+// the optimizer step), from a CudaAllocator on a private stream of that GPU, made once per
+// device and kept for the process's life (never destroyed: no CUDA call after the runtime shuts
+// down). Untracked: four bytes per call.
+float all_reduce_scalar(comm::Communicator& comm, float value, comm::ReduceOp op,
+                        const comm::CollectiveOptions& options);
 
 }  // namespace zs::optim::detail

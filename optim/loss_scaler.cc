@@ -48,17 +48,14 @@ bool unscale_range(float* __restrict grad, int64_t begin, int64_t end, float inv
 DynamicLossScaler::DynamicLossScaler(const LossScalerOptions& options)
     : options_(checked(options)) {
   state_.scale = options_.initial_scale;
-  flag_ = Tensor::zeros({1}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
-                        "loss scaler overflow flag");
 }
 
 bool DynamicLossScaler::update(bool local_found_inf, comm::Communicator& comm,
                                const comm::CollectiveOptions& options) {
-  flag_.data<float>()[0] = local_found_inf ? 1.0f : 0.0f;
   comm::CollectiveOptions tagged = options;
   if (tagged.tag.empty()) tagged.tag = "loss scaler overflow flag";
-  comm.all_reduce(flag_, comm::ReduceOp::kMax, tagged)->wait();
-  const bool found_inf = flag_.data<float>()[0] != 0.0f;
+  const bool found_inf = detail::all_reduce_scalar(comm, local_found_inf ? 1.0f : 0.0f,
+                                                   comm::ReduceOp::kMax, tagged) != 0.0f;
   if (!found_inf) {
     state_.consecutive_overflows = 0;
     if (++state_.good_steps >= options_.growth_interval) {

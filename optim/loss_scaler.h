@@ -69,8 +69,6 @@ class DynamicLossScaler {
  private:
   LossScalerOptions options_;
   LossScalerState state_;
-  CpuAllocator allocator_{nullptr};  // for the flag; declared before it, so it outlives it
-  Tensor flag_;
 };
 
 // Multiplies the covered elements of each view's gradient by inv_scale and reports whether any of
