@@ -70,6 +70,29 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
            "sharding: param_dtype and reduce_dtype must be fp32, fp16 or bf16, got ",
            dtype_name(config.param_dtype), " and ", dtype_name(config.reduce_dtype));
+  // Where the buffers live: the allocator's device, which must be where the communicator moves
+  // tensors. On a device, the communicator must order its collectives after the compute stream
+  // (the allocator's stream, where the ops run) — see "Devices" in sharded_model.h.
+  const Device device = allocator.device();
+  on_device_ = !device.is_cpu();
+  ZS_CHECK(comm.buffer_device() == device, "sharding: the allocator's memory is on ", device.str(),
+           " but the communicator (backend '", comm.backend_name(), "') moves tensors on ",
+           comm.buffer_device().str(),
+           "; use a CUDA allocator with the nccl backend on that GPU, or a CPU allocator with "
+           "local/mpi");
+  if (on_device_) {
+    ZS_CHECK(!comm.compute_stream().is_host() && comm.compute_stream().device == device,
+             "sharding: on ", device.str(),
+             " the communicator needs the compute stream attached before the ShardedModel is "
+             "made (Communicator::set_compute_stream(comm::stream_ref(stream)) with the stream "
+             "of the CudaAllocator), so that collectives are ordered after the kernels on the "
+             "device; it has ",
+             comm.compute_stream().str());
+    ZS_CHECK(config.ddp_sync != DdpSync::kGatherScatter,
+             "sharding: ddp_sync 'gather_scatter' "
+             "reduces on rank 0's host and is not available on ",
+             device.str(), "; use ddp_sync = bucketed (or per_tensor) on a GPU");
+  }
   const DType param_dtype = config.param_dtype;
   const size_t param_size = dtype_size(param_dtype);
   if (config.hybrid_group > 0) {
@@ -147,8 +170,12 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       u.master = Tensor::zeros({u.shard}, DType::kF32, allocator, category,
                                "unit " + u.name + " master shard");
     }
-    float* master = u.master.data<float>();
-    if (config.stage == 0) std::fill(master, master + u.padded, 0.0f);
+    // The init rule writes host memory: on a device, fill a zeroed host copy of the master and
+    // upload it once (Tensor::copy_from: synchronous, at construction only).
+    std::vector<float> host_master;
+    if (on_device_) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
+    float* master = on_device_ ? host_master.data() : u.master.data<float>();
+    if (config.stage == 0 && !on_device_) std::fill(master, master + u.padded, 0.0f);
     LocalShard local;
     local.unit = u.name;
     for (size_t i = 0; i < u.params.size(); ++i) {
@@ -162,6 +189,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       local.segments.push_back(
           {begin - own_begin, end - own_begin, u.params[i]->decay(), u.params[i]->name()});
     }
+    if (on_device_) u.master.copy_from(host_master);
     // Gradient buffers that live for the whole run. Stage 0 in fp32 reduces in place: the
     // fp32 gradient is the flat gradient buffer itself (until a second micro-batch needs a
     // separate accumulator, see install_grad_buffer).
@@ -265,7 +293,9 @@ void ShardedModel::gather(Unit& u) {
   if (config_.stage != 3) return;
   if (u.full_storage->is_released()) start_gather(u);
   if (u.gathering) {
-    u.gathering->wait();
+    // The unit's kernels are enqueued after this: on a device they wait for the all-gather on
+    // the GPU, the host goes on (on the CPU this is wait()).
+    u.gathering->wait_on(compute_stream());
     u.gathering = nullptr;
   }
 }
@@ -273,9 +303,11 @@ void ShardedModel::gather(Unit& u) {
 void ShardedModel::release(Unit& u) {
   if (config_.stage != 3 || u.full_bytes < config_.keep_gathered_below_bytes) return;
   if (u.full_storage->is_released()) return;
-  // Never free memory a collective is still writing.
+  // Never free memory a collective is still writing. On a device, the free below is enqueued on
+  // the allocator's stream — the compute stream — after its wait for the all-gather, so the
+  // memory is reused only after the collective has written it (see "Devices" in the header).
   if (u.gathering) {
-    u.gathering->wait();
+    u.gathering->wait_on(compute_stream());
     u.gathering = nullptr;
   }
   u.full_storage->release();
@@ -316,6 +348,11 @@ void ShardedModel::wait_for_reductions(size_t keep) {
     // Work::complete drops the collective's buffers before wait() returns: the unit's full
     // gradient (or its reduce_dtype copy) is freed here. The reduced shard is accumulated in
     // finish_backward, in unit order as without the limit, so no bit changes.
+    // A host wait on purpose, on a device too: the limit bounds memory, and memory held by a
+    // Work is freed only when the collective has completed (the device work done), so only a
+    // host that waits for the oldest reduction keeps the allocations bounded — FSDP's rate
+    // limiter does the same. It waits for a reduction launched L units ago, not for the
+    // kernels just enqueued; max_reductions_in_flight = 0 removes it.
     for (comm::WorkPtr& work : oldest.reductions) work->wait();
     oldest.reductions.clear();
   }
@@ -417,8 +454,12 @@ void ShardedModel::finish_backward() {
     for (auto& u : units_) reduce_grads(*u);
   }
   reducing_.clear();  // every reduction is waited for below
+  const comm::StreamRef& stream = compute_stream();
   for (auto& u : units_) {
-    for (comm::WorkPtr& work : u->reductions) work->wait();
+    // The accumulation below is enqueued on the compute stream: on a device it waits for the
+    // reductions on the GPU (a failure aborts the group and reaches the next wait(), at the
+    // optimizer's scalar collectives at the latest); on the CPU this is wait().
+    for (comm::WorkPtr& work : u->reductions) work->wait_on(stream);
     u->reductions.clear();
     if (inter_group_) {
       // Hybrid: average the in-group result over the replicas (equal group sizes, so the mean
@@ -427,7 +468,7 @@ void ShardedModel::finish_backward() {
       inter_group_
           ->all_reduce(result, comm::ReduceOp::kAvg,
                        {comm::default_timeout(), "gradients of " + u->name + " across groups"})
-          ->wait();
+          ->wait_on(stream);
     }
     if (u->reduced.defined()) {
       // Accumulate (or, on the step's first micro-batch, store) the staged reduced gradient.
@@ -455,7 +496,7 @@ void ShardedModel::refresh_full_parameters() {
   for (auto& u : units_) {
     refresh_compute_copy(*u);
     if (u->gathering) {  // never write memory a collective is still writing
-      u->gathering->wait();
+      u->gathering->wait_on(compute_stream());
       u->gathering = nullptr;
     }
     const bool gathered = config_.stage == 3 && !u->full_storage->is_released();
@@ -464,6 +505,8 @@ void ShardedModel::refresh_full_parameters() {
           shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
     }
   }
+  // The next forward's kernels wait for the gathers on the device; the host waits here (once
+  // per step, after the optimizer) so that errors surface at the step that caused them.
   for (auto& w : works) w->wait();
 }
 
@@ -474,6 +517,10 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   // the largest parameter's numel. Any error here — the fill, or a workspace allocation over
   // the budget — is held until the ranks have agreed, so no rank is left waiting in a
   // collective the failing rank never issues.
+  // On a device the staging is host memory (the fills write host buffers): an untracked host
+  // allocator, the masters downloaded into it and uploaded back at the commit.
+  CpuAllocator host_allocator(nullptr);
+  Allocator& staging = on_device_ ? static_cast<Allocator&>(host_allocator) : allocator_;
   std::vector<Tensor> staged;
   std::exception_ptr error;
   std::string failed_parameter;
@@ -482,14 +529,18 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
     for (const auto& u : units_) {
       for (models::Parameter* p : u->params) largest = std::max(largest, p->numel());
     }
-    Tensor buffer = Tensor::empty({largest}, DType::kF32, allocator_, MemoryCategory::kWorkspace,
+    Tensor buffer = Tensor::empty({largest}, DType::kF32, staging, MemoryCategory::kWorkspace,
                                   "parameter to load");
     float* values = buffer.data<float>();
     for (const auto& u : units_) {
       Tensor stage =
-          Tensor::empty({u->master.numel()}, DType::kF32, allocator_, MemoryCategory::kWorkspace,
+          Tensor::empty({u->master.numel()}, DType::kF32, staging, MemoryCategory::kWorkspace,
                         "unit " + u->name + " loaded master");
-      ops::copy_(stage, u->master);
+      if (on_device_) {
+        stage.copy_from(u->master.to_vector());
+      } else {
+        ops::copy_(stage, u->master);
+      }
       float* owned = stage.data<float>();
       const int64_t own_begin = config_.stage == 0 ? 0 : rank * u->shard;
       const int64_t own_end = config_.stage == 0 ? u->padded : own_begin + u->shard;
@@ -513,14 +564,16 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
     staged.clear();
   }
   // Agree: the lowest failing rank of the world, or the world size if none failed.
+  // On the communicator's buffer device (allocator_'s, checked at construction); fill() and
+  // item() store and read the same float on the CPU as data<float>() did.
   Tensor verdict = Tensor::empty({1}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
                                  "load_full_parameters verdict");
-  verdict.data<float>()[0] = static_cast<float>(error ? comm_.rank() : comm_.size());
+  verdict.fill(static_cast<float>(error ? comm_.rank() : comm_.size()));
   comm_
       .all_reduce(verdict, comm::ReduceOp::kMin,
                   {comm::default_timeout(), "load_full_parameters: did every fill succeed"})
       ->wait();
-  const int failed_rank = static_cast<int>(verdict.data<float>()[0]);
+  const int failed_rank = static_cast<int>(verdict.item());
   if (error) {
     ZS_LOG_ERROR(
         "load_full_parameters: loading parameter '{}' failed on rank {}; no parameter was "
@@ -530,7 +583,13 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   }
   ZS_CHECK(failed_rank == comm_.size(), "load_full_parameters: the fill failed on rank ",
            failed_rank, " (its error says why); no parameter was changed on any rank");
-  for (size_t k = 0; k < units_.size(); ++k) ops::copy_(units_[k]->master, staged[k]);
+  for (size_t k = 0; k < units_.size(); ++k) {
+    if (on_device_) {
+      units_[k]->master.copy_from(staged[k].to_vector());
+    } else {
+      ops::copy_(units_[k]->master, staged[k]);
+    }
+  }
   staged.clear();
   refresh_full_parameters();
 }
@@ -547,7 +606,11 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
     }
     if (error) continue;  // keep issuing the collectives the other ranks issue
     try {
-      const float* values = full.data<float>();
+      // On a device, the visit reads a host copy (downloaded on the allocator's stream, after
+      // the all-gather: wait() returned).
+      std::vector<float> host;
+      if (on_device_) host = full.to_vector();
+      const float* values = on_device_ ? host.data() : full.data<float>();
       for (size_t i = 0; i < u->params.size(); ++i) {
         visit(u->params[i]->name(), u->params[i]->shape(), values + u->offsets[i]);
       }

@@ -59,6 +59,27 @@
 // comm_buffers hold reduce_dtype copies where it differs from param_dtype.
 // tests/sharding/mixed_precision_test.cc checks the table exactly.
 //
+// Devices: with a CudaAllocator (cuda:N) the communicator must move tensors on the same GPU
+// (nccl) and have the allocator's stream attached as its compute stream
+// (Communicator::set_compute_stream) before the ShardedModel is made; both are checked. Every
+// buffer is then on the GPU and every op, cast and accumulation runs on that stream. Ordering:
+// a collective waits on the device for the kernels enqueued before it was issued (the compute
+// stream attachment); the kernels that consume a collective's result wait for it on the device
+// (Work::wait_on(compute stream)): a unit's all-gather (on demand or prefetched) before its
+// forward or backward, the gradient reductions (and hybrid's cross-group all-reduce) before
+// finish_backward's accumulation. So forward and backward never block the host, except the
+// rate limit of max_reductions_in_flight (a host wait for an old reduction, see
+// wait_for_reductions). The host waits: after_step() for the refreshed parameters' all-gathers
+// (once per step), construction, load_full_parameters and visit_full_parameters (they stage
+// values through host memory: the init rule and the fills write host buffers, uploaded with
+// Tensor::copy_from; visits read a download). Freed memory: a gathered unit's release and a
+// dropped gradient are freed by the CudaAllocator on the compute stream (stream-ordered), and
+// either after a wait_on for the collective (release: the free is ordered behind the event
+// wait) or when the Work drops its buffers, i.e. after the collective completed on the device
+// (stages 2/3's full gradients): no collective can touch memory after it is reused.
+// DdpSync::kGatherScatter reduces on rank 0's host and is refused on a device. On the CPU,
+// wait_on is wait(): the CPU schedule is unchanged.
+//
 // A step: forward + backward (+ finish_backward()) per micro-batch, then the optimizer over
 // local_shards(), then after_step().
 // Not thread-safe: one ShardedModel per rank, used by its thread.
@@ -250,6 +271,8 @@ class ShardedModel {
   void refresh_compute_copy(Unit& unit);
   // Compute copies from the masters, and the all-gathers of the units kept gathered.
   void refresh_full_parameters();
+  // The stream later kernels run on: the communicator's compute stream (the host on the CPU).
+  const comm::StreamRef& compute_stream() const { return shard_comm_->compute_stream(); }
 
   models::Module& root_;
   comm::Communicator& comm_;
@@ -267,6 +290,7 @@ class ShardedModel {
   Schedule backward_schedule_;
   bool order_changed_ = false;
   bool accumulating_ = false;  // grads already hold a micro-batch of this step
+  bool on_device_ = false;     // the allocator is a device's (CUDA): host values are staged
   size_t live_gathered_bytes_ = 0;
   size_t peak_live_gathered_bytes_ = 0;
 };
