@@ -4,10 +4,10 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "comm/factory.h"
@@ -116,7 +116,14 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--hybrid-group", c.hybrid_group,
                  "hybrid: shard inside groups of this many ranks (a node), replicate across")
       ->group(kParallel);
-  app.add_option("--backend", c.backend, "local (ranks as threads), mpi, auto")->group(kParallel);
+  app.add_option("--backend", c.backend,
+                 "local (ranks as threads), mpi, auto, nccl (GPUs; auto with --device cuda)")
+      ->group(kParallel);
+  app.add_option("--device", c.device,
+                 "cpu, or cuda: each rank on GPU local_rank % (visible GPUs), nccl backend, one "
+                 "process per rank (mpirun -np N)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->group(kParallel);
   app.add_option("--ranks", c.ranks, "local backend: number of rank threads")->group(kParallel);
   app.add_option("--threads", c.threads, "compute threads per rank (default: cores / ranks)")
       ->group(kParallel);
@@ -166,8 +173,10 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "the sample's temperature (0: greedy; else top-40 sampling)")
       ->group(kReport);
   app.add_flag("--no-progress", no_progress, "no progress bar on a terminal")->group(kReport);
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: "
-                 "ZS_LOG_LEVEL, else info)")->group(kReport);
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off (default: "
+                 "ZS_LOG_LEVEL, else info)")
+      ->group(kReport);
   app.add_option("--deepspeed,--deepspeed_config,--ds-config", ds_unused,
                  "DeepSpeed JSON config (flags override it)")
       ->group(kReport);
@@ -220,6 +229,9 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
              "--log-level '", log_level, "' is not one of trace, debug, info, warn, error, off");
     logger().set_level(spdlog::level::from_str(log_level));
   }
+  // --device cuda takes the nccl backend unless --backend says otherwise (then validate()
+  // refuses local/mpi by name).
+  if (c.device == "cuda" && app.count("--backend") == 0) c.backend = "auto";
   if (no_prefetch) c.prefetch = false;
   if (no_progress) c.progress = false;
   if (c.data.empty() && c.text.empty()) {

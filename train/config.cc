@@ -367,6 +367,28 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
   }
 }
 
+void validate_device(const TrainConfig& c) {
+  ZS_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '", c.device,
+           "'");
+  if (c.device == "cuda") {
+    ZS_CHECK(c.backend == "auto" || c.backend == "nccl",
+             "--device cuda needs the nccl backend "
+             "(GPU tensors move over NCCL), but --backend is '",
+             c.backend,
+             "'; use --backend nccl or auto (one process per GPU: mpirun -np N zs-train "
+             "--device cuda …), or --device cpu with the ",
+             c.backend, " backend");
+  } else {
+    ZS_CHECK(c.backend != "nccl",
+             "--backend nccl moves GPU tensors and needs --device cuda; "
+             "the CPU backends are local and mpi");
+  }
+}
+
+std::string resolved_backend_name(const TrainConfig& c) {
+  return c.device == "cuda" && c.backend == "auto" ? "nccl" : c.backend;
+}
+
 void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.stage >= 0 && c.stage <= 3, "--zero-stage must be 0, 1, 2 or 3, got ", c.stage);
   ZS_CHECK(world >= 1, "the world size must be >= 1, got ", world);
@@ -387,8 +409,9 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.warmup_steps >= 0, "--warmup must be >= 0, got ", c.warmup_steps);
   ZS_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
            "--optimizer must be adamw or sgd, got '", c.optimizer, "'");
-  ZS_CHECK(c.backend == "local" || c.backend == "mpi" || c.backend == "auto",
-           "--backend must be local, mpi or auto, got '", c.backend, "'");
+  ZS_CHECK(c.backend == "local" || c.backend == "mpi" || c.backend == "auto" || c.backend == "nccl",
+           "--backend must be local, mpi, auto or nccl, got '", c.backend, "'");
+  validate_device(c);
   ZS_CHECK(c.ranks >= 1, "--ranks must be >= 1, got ", c.ranks);
   ZS_CHECK(c.hybrid_group >= 0, "--hybrid-group must be >= 0, got ", c.hybrid_group);
   ZS_CHECK(c.max_reductions_in_flight >= 0,
@@ -422,6 +445,7 @@ std::string describe(const TrainConfig& c) {
       << c.micro_batch << " x accum " << c.grad_accum << ", " << c.optimizer << " lr " << c.lr
       << " (" << optim::lr_decay_name(c.decay) << ", warmup " << c.warmup_steps << "), clip "
       << c.clip;
+  if (c.device != "cpu") out << ", device " << c.device;
   return out.str();
 }
 

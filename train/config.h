@@ -52,10 +52,13 @@ struct TrainConfig {
   int64_t global_batch = 0;  // when > 0 (DeepSpeed's train_batch_size): checked against the above
 
   // Parallelism.
-  std::string backend = "local";  // local (ranks as threads), mpi, auto
-  int ranks = 1;                  // local backend: how many rank threads
-  int stage = 3;                  // ZeRO stage 0 (DDP), 1, 2, 3
-  int hybrid_group = 0;           // > 0: hybrid sharding inside groups of this many ranks
+  std::string backend = "local";  // local (ranks as threads), mpi, auto, nccl (with cuda)
+  // Where each rank computes: "cpu", or "cuda" = GPU local_rank % (visible GPUs), with the nccl
+  // backend ("auto" becomes nccl; local/mpi are refused) and one process per rank.
+  std::string device = "cpu";
+  int ranks = 1;         // local backend: how many rank threads
+  int stage = 3;         // ZeRO stage 0 (DDP), 1, 2, 3
+  int hybrid_group = 0;  // > 0: hybrid sharding inside groups of this many ranks
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;    // stage 3 gathered-parameter limit, 0 = none
   size_t keep_gathered_below_bytes = 0;  // stage 3 units smaller than this stay gathered
@@ -108,6 +111,12 @@ struct TrainConfig {
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
 // number of ranks the run will have (for divisibility checks).
 void validate(const TrainConfig& config, int world);
+// The device and backend alone (part of validate): cpu or cuda; cuda needs nccl or auto; nccl
+// needs cuda.
+void validate_device(const TrainConfig& config);
+// The backend to form the world with: "nccl" for --device cuda with --backend auto, else
+// config.backend.
+std::string resolved_backend_name(const TrainConfig& config);
 
 // "1024", "64KiB", "16MiB", "1.5GiB", "2GB" (powers of 1024 and 1000 as written), "0" → bytes.
 size_t parse_bytes(const std::string& text);

@@ -31,16 +31,19 @@
 #include "models/gpt.h"
 #include "models/gpt_presets.h"
 #include "ops/cpu/gemm.h"
+#include "ops/elementwise.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 #include "runtime/allocator.h"
 #include "runtime/autograd.h"
+#include "runtime/device_kernels.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "runtime/rng.h"
 #include "sharding/sharded_model.h"
 #include "sharding/unit_plan.h"
+#include "train/device.h"
 #include "train/memory_model.h"
 #include "train/report.h"
 #include "train/shard_views.h"
@@ -99,6 +102,28 @@ models::GptConfig model_config(const TrainConfig& c) {
   return g;
 }
 
+// ---- Host bytes in and out of the rank's tensors ----------------------------------------------
+
+// Exact bytes (any dtype) from host memory into `t`, on the CPU or (synchronously, on the
+// tensor's allocator stream) on a device; and back.
+void write_bytes(const Tensor& t, const void* host) {
+  if (t.nbytes() == 0) return;
+  if (t.device().is_cpu()) {
+    std::memcpy(t.raw_data(), host, t.nbytes());
+  } else {
+    device_kernels(t.device(), "write_bytes").upload(t, host);
+  }
+}
+
+void read_bytes(const Tensor& t, void* host) {
+  if (t.nbytes() == 0) return;
+  if (t.device().is_cpu()) {
+    std::memcpy(host, t.raw_data(), t.nbytes());
+  } else {
+    device_kernels(t.device(), "read_bytes").download(t, host);
+  }
+}
+
 // ---- Cross-rank figures ----------------------------------------------------------------------
 
 // Every rank's values, by rank (the comm moves fp32/int32: each uint64 travels as two int32).
@@ -108,13 +133,17 @@ std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocato
   Tensor mine = Tensor::empty({2 * n}, DType::kI32, allocator, MemoryCategory::kCommBuffers, "u64");
   Tensor all = Tensor::empty({2 * n * comm.size()}, DType::kI32, allocator,
                              MemoryCategory::kCommBuffers, "u64 gathered");
-  auto* m = reinterpret_cast<uint32_t*>(mine.data<int32_t>());
+  // Staged on the host (the tensors live on the communicator's buffer device).
+  std::vector<uint32_t> m(static_cast<size_t>(2 * n));
   for (int64_t i = 0; i < n; ++i) {
     m[2 * i] = static_cast<uint32_t>(values[i] >> 32);
     m[2 * i + 1] = static_cast<uint32_t>(values[i]);
   }
+  write_bytes(mine, m.data());
   comm.all_gather(mine, all, {comm::default_timeout(), "figures for the log"})->wait();
-  const auto* a = reinterpret_cast<const uint32_t*>(all.data<int32_t>());
+  std::vector<uint32_t> gathered(static_cast<size_t>(2 * n * comm.size()));
+  read_bytes(all, gathered.data());
+  const uint32_t* a = gathered.data();
   std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
   for (int r = 0; r < comm.size(); ++r) {
     for (int64_t i = 0; i < n; ++i) {
@@ -177,8 +206,12 @@ class RankRun {
         data_(data),
         comm_(comm),
         lead_(comm.rank() == 0),
-        tracker_("rank " + std::to_string(comm.rank()) + " cpu"),
-        allocator_(&tracker_),
+        tracker_("rank " + std::to_string(comm.rank()) + " " + comm.buffer_device().str()),
+        host_tracker_("rank " + std::to_string(comm.rank()) + " host"),
+        allocator_(config.device == "cuda" ? &host_tracker_ : &tracker_),
+        device_(config.device == "cuda" ? make_cuda_device(comm.buffer_device().index, &tracker_)
+                                        : nullptr),
+        compute_(device_ ? device_->allocator() : allocator_),
         task_(make_task(data, model_config, seq)),
         result_(result),
         seq_(seq) {
@@ -196,7 +229,18 @@ class RankRun {
     s.keep_gathered_below_bytes = c_.keep_gathered_below_bytes;
     s.max_reductions_in_flight = c_.max_reductions_in_flight;
     sharding_config_ = s;
-    sharded_ = std::make_unique<sharding::ShardedModel>(task_->model(), comm_, allocator_, s);
+    if (device_) {
+      ZS_CHECK(comm_.buffer_device() == device_->device(),
+               "--device cuda: the communicator moves "
+               "tensors on ",
+               comm_.buffer_device().str(), ", not on the rank's ", device_->device().str());
+      // Collectives follow the kernels enqueued before them (sharding/sharded_model.h).
+      comm_.set_compute_stream(device_->stream());
+      detach_.comm = &comm_;
+      if (lead_)
+        ZS_LOG_INFO("computing on {} (one per rank), nccl backend", device_->device().str());
+    }
+    sharded_ = std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, s);
     if (!c_.init_from.empty()) {
       const checkpoint::Gpt2WeightSource source(c_.init_from, model_config);
       sharded_->load_full_parameters([&](const std::string& name, const Shape& shape, float* dst) {
@@ -287,14 +331,34 @@ class RankRun {
     r.lr = schedule_->lr(step);
     r.loss_scale = scaler_ ? scaler_->scale() : c_.static_loss_scale > 0 ? c_.static_loss_scale : 1;
     double loss_sum = 0;
+    // On a GPU each micro-batch's loss is copied into a slot of `losses` on the device and the
+    // slots are read back once, after the micro-batches (the host does not wait for a forward).
+    Tensor losses;
+    if (device_) {
+      losses = Tensor::empty({c_.grad_accum}, DType::kF32, compute_, MemoryCategory::kActivations,
+                             "losses of the step");
+    }
     for (int64_t micro = 0; micro < c_.grad_accum; ++micro) {
       data::BatchLease batch = loader_->next();
       MemoryCategoryScope activations(MemoryCategory::kActivations);
-      Tensor loss = task_->loss(*batch);
-      loss_sum += loss.item();
+      Tensor loss;
+      if (device_) {
+        loss = task_->loss(upload_batch(*batch, micro));
+        NoGradScope no_grad;
+        ops::copy_(
+            Tensor::from_storage(losses.storage(), static_cast<size_t>(micro) * sizeof(float),
+                                 loss.shape(), DType::kF32, "loss of micro-batch"),
+            loss);
+      } else {
+        loss = task_->loss(*batch);
+        loss_sum += loss.item();
+      }
       // Mean over micro-batches: each backward is seeded with scale / micro-batches.
       backward(loss, r.loss_scale / static_cast<float>(c_.grad_accum));
       sharded_->finish_backward();
+    }
+    if (device_) {
+      for (float value : losses.to_vector()) loss_sum += value;  // the same sum, in order
     }
     if (c_.precision == DType::kF16) {
       const bool found_inf = optim::unscale_and_check(views_, 1.0f / r.loss_scale);
@@ -323,14 +387,36 @@ class RankRun {
     }
     sharded_->after_step();
     // The logged loss: the mean over ranks (one small all-reduce).
-    Tensor mean = Tensor::empty({1}, DType::kF32, allocator_, MemoryCategory::kCommBuffers, "loss");
-    mean.data<float>()[0] = static_cast<float>(loss_sum / static_cast<double>(c_.grad_accum));
+    // On the communicator's buffer device; fill()/item() store and read the same float on the
+    // CPU as a plain store and load.
+    Tensor mean = Tensor::empty({1}, DType::kF32, compute_, MemoryCategory::kCommBuffers, "loss");
+    mean.fill(static_cast<float>(loss_sum / static_cast<double>(c_.grad_accum)));
     comm_.all_reduce(mean, comm::ReduceOp::kAvg, {comm::default_timeout(), "logged loss"})->wait();
-    r.loss = mean.data<float>()[0];
+    r.loss = mean.item();
     ZS_CHECK_AS(NumericalError, std::isfinite(r.loss) || c_.precision == DType::kF16, "step ", step,
                 ": the loss is ", r.loss, "; lower --lr (now ", r.lr, ") or check the data");
     r.ms = seconds_since(start) * 1e3;
     return r;
+  }
+
+  // The batch on the rank's GPU: each tensor through its pinned staging slot (three per
+  // micro-batch), uploaded on the copy stream; the compute stream waits for it on the device.
+  data::Batch upload_batch(const data::Batch& host, int64_t micro) {
+    data::Batch placed;
+    placed.position = host.position;
+    const size_t slot = 3 * static_cast<size_t>(micro);
+    if (host.ids.defined()) placed.ids = device_->upload(host.ids, slot, "ids");
+    if (host.targets.defined()) placed.targets = device_->upload(host.targets, slot + 1, "targets");
+    if (host.lengths.defined()) placed.lengths = device_->upload(host.lengths, slot + 2, "lengths");
+    return placed;
+  }
+
+  // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
+  Tensor to_compute(const Tensor& host) {
+    if (!device_) return host;
+    Tensor placed = Tensor::empty(host.shape(), host.dtype(), compute_, host.name());
+    write_bytes(placed, host.raw_data());
+    return placed;
   }
 
   void log_step(const StepRecord& r, bool tty) {
@@ -419,13 +505,14 @@ class RankRun {
         const int64_t item = (b * world + comm_.rank()) * rows + i;
         if (item < items) share.push_back(item);
       }
-      const EvalSums sums = task_->evaluate(share, rows, allocator_);
+      const EvalSums sums = task_->evaluate(share, rows, allocator_,
+                                            [this](const Tensor& t) { return to_compute(t); });
       mine.loss_sum += sums.loss_sum;
       mine.count += sums.count;
       mine.correct += sums.correct;
     }
     const std::vector<double> sums =
-        sum_over_ranks(comm_, allocator_, {mine.loss_sum, mine.count, mine.correct});
+        sum_over_ranks(comm_, compute_, {mine.loss_sum, mine.count, mine.correct});
     const double loss_sum = sums[0], count = sums[1], correct = sums[2];
     EvalRecord e;
     e.step = after_steps;
@@ -467,7 +554,7 @@ class RankRun {
       const int64_t len = std::min<int64_t>(static_cast<int64_t>(tokens.size()), seq_);
       Tensor window = Tensor::empty({1, len}, DType::kI32, allocator_, "sample window");
       std::copy(tokens.end() - len, tokens.end(), window.data<int32_t>());
-      const std::vector<float> logits = gpt(window).to_vector();
+      const std::vector<float> logits = gpt(to_compute(window)).to_vector();
       const float* row = logits.data() + (len - 1) * vocab;
       tokens.push_back(pick_token(row, vocab, c_.sample_temperature,
                                   rng_key(c_.seed, "sample", static_cast<uint32_t>(i))));
@@ -516,7 +603,7 @@ class RankRun {
       mine.push_back(tracker_.peak(static_cast<MemoryCategory>(cat)));
     }
     mine.push_back(tracker_.peak_total());
-    const auto all = gather_u64(comm_, allocator_, mine);
+    const auto all = gather_u64(comm_, compute_, mine);
     std::vector<RankMemory> ranks(all.size());
     for (size_t r = 0; r < all.size(); ++r) {
       for (int cat = 0; cat < kNumMemoryCategories; ++cat) ranks[r].peak.bytes[cat] = all[r][cat];
@@ -575,8 +662,22 @@ class RankRun {
   const TaskData& data_;
   comm::Communicator& comm_;
   const bool lead_;
-  MemoryTracker tracker_;
-  CpuAllocator allocator_;
+  MemoryTracker tracker_;       // the rank's device: the CPU, or its GPU
+  MemoryTracker host_tracker_;  // --device cuda: the host memory of batches (not reported)
+  CpuAllocator allocator_;      // host memory: everything on the CPU; batches with --device cuda
+  // --device cuda: the rank's GPU (stream, allocator, copies); declared before everything that
+  // holds its memory, so it is destroyed after it.
+  std::unique_ptr<RankDevice> device_;
+  // The communicator outlives the rank's stream: detached after everything declared below is
+  // gone (the ShardedModel and its sub-communicators) and before the stream, also when the
+  // constructor throws.
+  struct DetachStream {
+    comm::Communicator* comm = nullptr;
+    ~DetachStream() {
+      if (comm != nullptr) comm->set_compute_stream(comm::StreamRef::host());
+    }
+  } detach_;
+  Allocator& compute_;  // where the model, the shards and the scalar collectives live
   std::unique_ptr<Task> task_;
   TrainResult* result_;
   const int64_t seq_;
@@ -648,8 +749,15 @@ std::string memory_advice(const TrainConfig& c, const std::vector<MemoryUnit>& u
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
+  // The device first: --device cuda without a usable GPU fails here, before any data is read.
+  validate_device(config);
+  if (config.device == "cuda") {
+    std::string why;
+    ZS_CHECK(cuda_devices(&why) > 0, "--device cuda: this process sees no CUDA device (", why,
+             "); run on a machine with a GPU and its driver, or train with --device cpu");
+  }
   const comm::LaunchInfo launch = comm::detect_launch();
-  const std::string backend = comm::resolve_backend(config.backend, launch);
+  const std::string backend = comm::resolve_backend(resolved_backend_name(config), launch);
   const int world = backend == "local" ? config.ranks : launch.world_size;
   validate(config, world);
   checkpoint::WeightFormat format;

@@ -231,8 +231,8 @@ class LanguageModelTask : public Task {
     return std::make_unique<data::LmWindowSampler>(*data_.train, seq_, options, data_.train_range);
   }
   Tensor loss(const data::Batch& batch) override { return model_.loss(batch.ids, batch.targets); }
-  EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows,
-                    Allocator& allocator) override {
+  EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows, Allocator& allocator,
+                    const ToCompute& to_compute) override {
     Tensor ids = Tensor::empty({rows, seq_}, DType::kI32, allocator, "eval ids");
     Tensor targets = Tensor::empty({rows, seq_}, DType::kI32, allocator, "eval targets");
     const data::TokenDataset& set = data_.eval_set();
@@ -246,7 +246,7 @@ class LanguageModelTask : public Task {
         std::fill(target, target + seq_, -100);  // ignored by the loss
       }
     }
-    const float loss = model_.loss(ids, targets).item();
+    const float loss = model_.loss(to_compute(ids), to_compute(targets)).item();
     EvalSums sums;
     sums.count = static_cast<double>(items.size() * seq_);
     if (!items.empty()) sums.loss_sum = static_cast<double>(loss) * sums.count;
@@ -291,8 +291,8 @@ class ClassificationTask : public Task {
   Tensor loss(const data::Batch& batch) override {
     return model_.loss(batch.ids, batch.lengths, batch.targets);
   }
-  EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows,
-                    Allocator& allocator) override {
+  EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows, Allocator& allocator,
+                    const ToCompute& to_compute) override {
     Tensor ids = Tensor::empty({rows, seq_}, DType::kI32, allocator, "eval ids");
     Tensor lengths = Tensor::empty({rows}, DType::kI32, allocator, "eval lengths");
     static const std::string kPadding(1, kClsByte);  // padding rows: [CLS] alone, not scored
@@ -303,7 +303,8 @@ class ClassificationTask : public Task {
       lengths.data<int32_t>()[i] =
           data::encode_example(text, seq_, /*pad_id=*/0, ids.data<int32_t>() + i * seq_);
     }
-    const std::vector<float> logits = model_.logits(ids, lengths).to_vector();
+    const std::vector<float> logits =
+        model_.logits(to_compute(ids), to_compute(lengths)).to_vector();
     const int64_t classes = model_.config().num_classes;
     EvalSums sums;
     for (size_t i = 0; i < items.size(); ++i) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct EvalSums {
   double correct = 0;
 };
 
+// A host tensor where the rank computes.
+using ToCompute = std::function<Tensor(const Tensor& host)>;
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -57,8 +61,10 @@ class Task {
   virtual Tensor loss(const data::Batch& batch) = 0;
   // Scores held-out items `items` (indices < eval_items(), at most `rows` of them) as one batch
   // of `rows` rows, padding the rest so that every rank runs the same forwards.
-  virtual EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows,
-                            Allocator& allocator) = 0;
+  // The batch is built on the host in `allocator`'s memory and handed to the model through
+  // `to_compute` (the identity on the CPU, an upload to the rank's GPU with --device cuda).
+  virtual EvalSums evaluate(const std::vector<int64_t>& items, int64_t rows, Allocator& allocator,
+                            const ToCompute& to_compute) = 0;
   // Tokens one row of a training batch holds (for tokens/s).
   virtual int64_t tokens_per_row() const = 0;
   // The GPT of a language-modelling task (sampling, GPT-2 weight files); null otherwise.

@@ -1,0 +1,50 @@
+// The compute device of one rank of the engine: the CPU, or one GPU with its compute stream,
+// its stream-ordered allocator (charged to the rank's MemoryTracker, so --memory-budget and
+// --profile-memory work per GPU) and a copy stream for the batches.
+//
+// This header includes no CUDA header: train/device.cc is compiled with ZS_HAVE_CUDA=1 in the
+// CUDA build (train/CMakeLists.txt) and is the engine's only CUDA code. In the CPU build,
+// cuda_devices() is 0 with a reason naming the missing -DZS_CUDA=ON and make_cuda_device throws.
+//
+// Ordering: every op of the rank runs on stream() (the allocator's stream); the engine attaches
+// it to its communicator (Communicator::set_compute_stream) so collectives follow the kernels
+// that produce their inputs, and the ShardedModel makes kernels wait for collectives on the
+// device (Work::wait_on). upload() copies a host batch on the copy stream and makes the compute
+// stream wait for it there: the host waits for neither.
+//
+// Thread-safety: one RankDevice per rank, used by the rank's thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/types.h"
+#include "runtime/allocator.h"
+#include "runtime/tensor.h"
+
+namespace zs::train {
+
+// CUDA devices this process sees: 0 without a driver or GPU, and always in a CPU build; `why`
+// (if not null) then says why ("cudaErrorInsufficientDriver: …", or that the build has no CUDA).
+int cuda_devices(std::string* why = nullptr);
+
+class RankDevice {
+ public:
+  virtual ~RankDevice() = default;
+  virtual Device device() const = 0;
+  // Where the rank's tensors live; every allocation is ordered on stream().
+  virtual Allocator& allocator() = 0;
+  virtual comm::StreamRef stream() const = 0;
+  // A device copy of the host tensor `host` (any dtype), in the current memory category. The
+  // bytes go through pinned staging buffer `slot` (grown as needed, reused once the copy that
+  // last used it has completed) on the copy stream; the compute stream waits for the copy on
+  // the device. The host may reuse `host` as soon as this returns.
+  virtual Tensor upload(const Tensor& host, size_t slot, const std::string& name) = 0;
+};
+
+// GPU `index` for one rank: a new compute stream, a CudaAllocator on it charged to `tracker`
+// (which must outlive the device), a copy stream and pinned staging. Throws InvalidArgument in a
+// build without CUDA.
+std::unique_ptr<RankDevice> make_cuda_device(int index, MemoryTracker* tracker);
+
+}  // namespace zs::train
