@@ -35,17 +35,23 @@
 //
 // On cuda:N: ops/cuda/nn_kernels.h's fused kernels (one warp per query row, online softmax over
 // key tiles; the backward recomputes the probabilities from the saved lse), on the stream of the
-// tensors' allocator (ops/cuda/context.h). Saved, as here: qkv and the output (handles), the lse
-// (fp32 [B, H, T], activations) and the lengths by value — on the device, a copy of valid_lengths
-// (int32 [B], activations, a device-to-device copy on the op's stream), so that changing the
-// caller's lengths before backward cannot change the gradient. No staging: the kernels read and
-// write 16-bit storage themselves, and qkv's gradient is written in the sink's dtype. With
-// valid_lengths the forward kernel flags the first sequence whose length is outside [0, T]; the op
-// reads that flag back once (one 4-byte download on the op's stream: a host sync, the host waits
-// for the forward) and throws the CPU's message (reading the offending length, one more 4-byte
-// download, on that error path only). Without valid_lengths there is nothing to check and no sync.
-// The kernels hold at most kAttentionMaxHeadDim (256) values of a head per lane group: a larger
-// head_dim is refused by the launcher with InvalidArgument (the CPU op has no such limit).
+// tensors' allocator (ops/cuda/context.h). Without valid_lengths the forward first tries cuDNN's
+// fused flash attention (ops/cuda/cudnn_attention.h: fp16/bf16, head_dim a multiple of 8 up to
+// 128, compute capability >= 8.0, cuDNN >= 8.9, not disabled by ZS_CUDNN_ATTENTION=0), which
+// writes the same out and lse (natural-log Σ exp of the visible scaled scores) in place; where it
+// declines, the plain kernel runs. Padding always stays on the plain kernel, and the backward is
+// always the plain kernel: it only needs the lse's meaning, which both forwards share. Saved, as
+// here: qkv and the output (handles), the lse (fp32 [B, H, T], activations) and the lengths by
+// value — on the device, a copy of valid_lengths (int32 [B], activations, a device-to-device copy
+// on the op's stream), so that changing the caller's lengths before backward cannot change the
+// gradient. No staging: the kernels read and write 16-bit storage themselves, and qkv's gradient is
+// written in the sink's dtype. With valid_lengths the forward kernel flags the first sequence whose
+// length is outside [0, T]; the op reads that flag back once (one 4-byte download on the op's
+// stream: a host sync, the host waits for the forward) and throws the CPU's message (reading the
+// offending length, one more 4-byte download, on that error path only). Without valid_lengths there
+// is nothing to check and no sync. The kernels hold at most kAttentionMaxHeadDim (256) values of a
+// head per lane group: a larger head_dim is refused by the launcher with InvalidArgument (the CPU
+// op has no such limit).
 #include "ops/attention.h"
 
 #include <omp.h>
@@ -61,6 +67,7 @@
 
 #if ZS_HAVE_CUDA
 #include "ops/cuda/context.h"
+#include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/nn_kernels.h"
 #include "runtime/cuda/check.h"
 #endif
@@ -361,10 +368,27 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
   const bool kernel_checks = lengths.defined() && dims.batch > 0 && dims.seq > 0;
   Tensor flag;
   if (kernel_checks) flag = detail::new_index_flag(qkv, dims.batch, "attention bad length flag");
-  cuda::attention_forward(
-      qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq, dims.channels,
-      dims.heads, causal, lengths.defined() ? lengths.data<int32_t>() : nullptr,
-      kernel_checks ? flag.data<int32_t>() : nullptr, qkv.dtype(), ctx.stream());
+  // Without padding, cuDNN's fused forward where it can (fp16/bf16, supported head_dim and GPU;
+  // ops/cuda/cudnn_attention.h); it writes the same out and lse, so the plain backward below
+  // works from either. Its workspace, if any, is a stream-ordered workspace tensor: freed when
+  // `cudnn_workspace` dies, after the enqueued forward.
+  Tensor cudnn_workspace;
+  const cuda::CudnnWorkspaceFn workspace = [&](size_t bytes) {
+    const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+    cudnn_workspace = detail::new_workspace({floats}, qkv, "attention cudnn workspace");
+    return cudnn_workspace.raw_data();
+  };
+  const bool fused = !valid_lengths.defined() && qkv.numel() > 0 &&
+                     cuda::cudnn_attention_forward(
+                         cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
+                         qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq,
+                         dims.channels, dims.heads, causal, qkv.dtype(), workspace);
+  if (!fused) {
+    cuda::attention_forward(
+        qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq, dims.channels,
+        dims.heads, causal, lengths.defined() ? lengths.data<int32_t>() : nullptr,
+        kernel_checks ? flag.data<int32_t>() : nullptr, qkv.dtype(), ctx.stream());
+  }
   if (kernel_checks) {
     const int64_t bad = detail::read_int32(flag)[0];  // the op's one host sync
     if (bad < dims.batch) {

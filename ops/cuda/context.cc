@@ -1,9 +1,7 @@
 // OpContext: the device/stream checks of a CUDA op and the per-thread cuBLAS handle cache.
 #include "ops/cuda/context.h"
 
-#include <memory>
-#include <vector>
-
+#include "ops/cuda/handle_cache.h"
 #include "runtime/cuda/cublas_check.h"
 #include "runtime/error.h"
 
@@ -17,30 +15,11 @@ const zs::cuda::CudaAllocator& first_allocator(const char* op,
   return zs::cuda::cuda_allocator_of(**tensors.begin(), op);
 }
 
-struct CachedHandle {
-  const zs::cuda::CudaAllocator* allocator = nullptr;
-  std::weak_ptr<const void> alive;
-  std::unique_ptr<CublasHandle> handle;
-};
-
-// Destroys a cached handle. If its allocator (and maybe its stream) is gone, the handle is first
-// moved to the legacy default stream so that cublasDestroy never touches a destroyed stream.
-void release(CachedHandle& entry) {
-  if (entry.handle == nullptr) return;
-  if (entry.alive.expired()) ZS_CUBLAS_CHECK_WARN(cublasSetStream(entry.handle->get(), nullptr));
-  entry.handle.reset();
+// Moves the handle of a gone allocator to the legacy default stream before it is destroyed.
+void forget_cublas_stream(CublasHandle& handle) {
+  ZS_CUBLAS_CHECK_WARN(cublasSetStream(handle.get(), nullptr));
 }
-
-// Few allocators per thread (usually one compute stream): a vector beats a map here.
-struct HandleCache {
-  std::vector<CachedHandle> entries;
-  HandleCache() = default;
-  ZS_DISALLOW_COPY(HandleCache);
-  ~HandleCache() {
-    for (CachedHandle& entry : entries) release(entry);
-  }
-};
-thread_local HandleCache t_handles;
+thread_local ThreadHandleCache<CublasHandle> t_handles(&forget_cublas_stream);
 
 }  // namespace
 
@@ -64,27 +43,6 @@ void OpContext::check(const Tensor& t) const {
            "them on one stream (or copy the tensor over after ordering the streams)");
 }
 
-CublasHandle& OpContext::cublas() const {
-  // Drop handles of allocators that are gone (their stream may be gone too).
-  std::vector<CachedHandle>& entries = t_handles.entries;
-  for (size_t i = 0; i < entries.size();) {
-    if (entries[i].alive.expired()) {
-      release(entries[i]);
-      entries[i] = std::move(entries.back());
-      entries.pop_back();
-    } else {
-      ++i;
-    }
-  }
-  for (CachedHandle& cached : entries) {
-    if (cached.allocator == &allocator_) return *cached.handle;
-  }
-  CachedHandle entry;
-  entry.allocator = &allocator_;
-  entry.alive = allocator_.lifetime_token();
-  entry.handle = std::make_unique<CublasHandle>(allocator_.stream());
-  entries.push_back(std::move(entry));
-  return *entries.back().handle;
-}
+CublasHandle& OpContext::cublas() const { return t_handles.get(allocator_); }
 
 }  // namespace zs::ops::cuda

@@ -129,7 +129,9 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 // (each lane keeps ⌈D/32⌉ of q and of the output accumulator in registers), keys streamed from
 // global memory (L1/L2-cached: the 4 warps of a block are consecutive rows, mostly of one head) in
 // tiles of 32 with an online softmax. head_dim > kAttentionMaxHeadDim throws InvalidArgument. An
-// empty problem (batch, seq or channels 0) launches nothing.
+// empty problem (batch, seq or channels 0) launches nothing. The attention op first tries cuDNN's
+// fused forward when there is no padding (ops/cuda/cudnn_attention.h: the same out and lse
+// contract, fp16/bf16 only) and falls back to this launcher; this one is also its test reference.
 void attention_forward(const void* qkv, void* out, float* lse, int64_t batch, int64_t seq,
                        int64_t channels, int64_t n_head, bool causal, const int32_t* valid_lengths,
                        int32_t* first_bad_length, DType dtype, cudaStream_t stream);

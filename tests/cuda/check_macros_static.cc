@@ -1,16 +1,19 @@
 // GPU-free checks of the CUDA path (ctest label `unit`, program zs_cuda_unit_tests):
 //
-// 1. A grep-level static check: every call of a CUDA runtime (cuda*), cuBLAS (cublas*) or NCCL
-//    (nccl*) function in our CUDA sources (runtime/cuda, ops/cuda, comm/nccl, tests/cuda, and the
-//    files of runtime, ops, comm, optim, sharding, train and apps that call CUDA) is the
-//    argument of a check macro (ZS_CUDA_CHECK, ZS_CUBLAS_CHECK, ZS_NCCL_CHECK or their _WARN
-//    forms), and every kernel launch (<<<…>>>) is followed by ZS_CUDA_CHECK(cudaGetLastError()).
-//    Exceptions: the functions that only describe an error (cudaGetErrorName, …), and lines
-//    marked "zs-unchecked: <reason>" (a status that is an answer, e.g. cudaErrorNotReady).
+// 1. A grep-level static check: every call of a CUDA runtime (cuda*), cuBLAS (cublas*), NCCL
+//    (nccl*) or cuDNN (cudnn*) function in our CUDA sources (runtime/cuda, ops/cuda, comm/nccl,
+//    tests/cuda, and the files of runtime, ops, comm, optim, sharding, train and apps that call
+//    CUDA) is the argument of a check macro (ZS_CUDA_CHECK, ZS_CUBLAS_CHECK, ZS_NCCL_CHECK,
+//    ZS_CUDNN_CHECK or their _WARN forms), and every kernel launch (<<<…>>>) is followed by
+//    ZS_CUDA_CHECK(cudaGetLastError()). Exceptions: the functions that only describe an error or
+//    return no status (cudaGetErrorName, cudnnGetVersion, …), and lines marked
+//    "zs-unchecked: <reason>" (a status that is an answer, e.g. cudaErrorNotReady, or cuDNN's
+//    NOT_SUPPORTED from a finalize).
 //    The scan strips comments and string literals first, and a self-test feeds it a bad snippet
 //    so that a broken scanner cannot pass vacuously.
 // 2. The macros' behaviour, which needs no GPU: the error types and messages for failing
-//    statuses, and cuda_device_count() returning 0 without throwing on a machine without one.
+//    statuses (cuDNN's where the build has it: ZS_HAVE_CUDNN, from zs_ops_cuda), and
+//    cuda_device_count() returning 0 without throwing on a machine without one.
 //
 // The source root comes from the compile definition ZS_SOURCE_ROOT (tests/cuda/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -27,6 +30,10 @@
 #include "runtime/cuda/cublas_check.h"
 #include "runtime/cuda/nccl_check.h"
 #include "runtime/error.h"
+
+#if ZS_HAVE_CUDNN
+#include "runtime/cuda/cudnn_check.h"
+#endif
 
 namespace zs {
 namespace {
@@ -109,7 +116,7 @@ bool inside_check_macro(const std::string& code, size_t pos) {
   size_t start = code.find_last_of(";{}", pos == 0 ? 0 : pos - 1);
   start = start == std::string::npos ? 0 : start + 1;
   const std::string statement = code.substr(start, pos - start);
-  static const std::regex kMacro(R"(\bZS_(CUDA|CUBLAS|NCCL)_CHECK(_WARN)?\s*\()");
+  static const std::regex kMacro(R"(\bZS_(CUDA|CUBLAS|NCCL|CUDNN)_CHECK(_WARN)?\s*\()");
   for (std::sregex_iterator it(statement.begin(), statement.end(), kMacro), end; it != end; ++it) {
     int depth = 1;
     for (size_t i = static_cast<size_t>(it->position() + it->length()); i < statement.size(); ++i) {
@@ -123,9 +130,10 @@ bool inside_check_macro(const std::string& code, size_t pos) {
 
 void scan_source(const std::string& name, const std::string& text, ScanResult& result) {
   static const std::set<std::string> kDescribeOnly = {
-      "cudaGetErrorName",      "cudaGetErrorString", "cublasGetStatusName",
-      "cublasGetStatusString", "ncclGetErrorString", "ncclGetLastError"};
-  static const std::regex kCall(R"(\b((cuda|cublas|nccl)[A-Z]\w*)\s*\()");
+      "cudaGetErrorName",      "cudaGetErrorString",      "cublasGetStatusName",
+      "cublasGetStatusString", "ncclGetErrorString",      "ncclGetLastError",
+      "cudnnGetErrorString",   "cudnnGetLastErrorString", "cudnnGetVersion"};
+  static const std::regex kCall(R"(\b((cuda|cublas|nccl|cudnn)[A-Z]\w*)\s*\()");
   const std::string code = strip_comments_and_strings(text);
   for (std::sregex_iterator it(code.begin(), code.end(), kCall), end; it != end; ++it) {
     const std::string function = (*it)[1];
@@ -137,7 +145,8 @@ void scan_source(const std::string& name, const std::string& text, ScanResult& r
     if (inside_check_macro(code, pos)) continue;
     result.violations.push_back(name + ":" + std::to_string(line) + ": " + function +
                                 "(…) is not wrapped in ZS_CUDA_CHECK / ZS_CUBLAS_CHECK / "
-                                "ZS_NCCL_CHECK (or marked 'zs-unchecked: <reason>')");
+                                "ZS_NCCL_CHECK / ZS_CUDNN_CHECK (or marked "
+                                "'zs-unchecked: <reason>')");
   }
   // Kernel launches: the statement after the launch must check cudaGetLastError().
   static const std::regex kLaunchCheck(
@@ -165,16 +174,22 @@ TEST(CudaStaticCheck, ScannerFlagsUnwrappedCallsAndLaunches) {
       "  ZS_NCCL_CHECK(ncclGroupStart());\n"
       "  x = cublasCreate(&h);\n"  // line 8: unwrapped
       "  (void)cudaGetLastError();  // zs-unchecked: test\n"
+      "  cudnnBackendFinalize(d);\n"               // line 10: unwrapped
+      "  ZS_CUDNN_CHECK(cudnnSetStream(h, s));\n"  // fine
+      "  ZS_CUDNN_CHECK_WARN(cudnnDestroy(h));\n"  // fine
+      "  const size_t v = cudnnGetVersion();\n"    // no status: fine
+      "  s = cudnnBackendExecute(h, p, v);  // zs-unchecked: test\n"
       "}\n";
   ScanResult result;
   scan_source("bad.cu", bad, result);
-  ASSERT_EQ(result.violations.size(), 3u) << ::testing::PrintToString(result.violations);
+  ASSERT_EQ(result.violations.size(), 4u) << ::testing::PrintToString(result.violations);
   EXPECT_NE(result.violations[0].find("bad.cu:2: cudaMemsetAsync"), std::string::npos);
   EXPECT_NE(result.violations[1].find("bad.cu:8: cublasCreate"), std::string::npos);
-  EXPECT_NE(result.violations[2].find("bad.cu:6: kernel launch"), std::string::npos);
+  EXPECT_NE(result.violations[2].find("bad.cu:10: cudnnBackendFinalize"), std::string::npos);
+  EXPECT_NE(result.violations[3].find("bad.cu:6: kernel launch"), std::string::npos);
 }
 
-TEST(CudaStaticCheck, EveryCudaCublasNcclCallIsWrappedInACheckMacro) {
+TEST(CudaStaticCheck, EveryCudaCublasNcclCudnnCallIsWrappedInACheckMacro) {
   namespace fs = std::filesystem;
   const fs::path root = ZS_SOURCE_ROOT;
   ScanResult result;
@@ -195,7 +210,7 @@ TEST(CudaStaticCheck, EveryCudaCublasNcclCallIsWrappedInACheckMacro) {
       ++files;
     }
   }
-  std::printf("scanned %d files: %d CUDA/cuBLAS/NCCL calls, %d kernel launches\n", files,
+  std::printf("scanned %d files: %d CUDA/cuBLAS/NCCL/cuDNN calls, %d kernel launches\n", files,
               result.calls, result.launches);
   // Not vacuous: the sources are there and do call the APIs.
   EXPECT_GE(files, 15);
@@ -258,6 +273,37 @@ TEST(CudaCheckMacros, CublasAndNcclStatusesMapToTheErrorHierarchy) {
   EXPECT_EQ(ZS_NCCL_CHECK(ncclInProgress), ncclInProgress);
   EXPECT_EQ(ZS_NCCL_CHECK(ncclSuccess), ncclSuccess);
 }
+
+#if ZS_HAVE_CUDNN
+TEST(CudaCheckMacros, CudnnStatusesMapByCategory) {
+  try {
+    ZS_CUDNN_CHECK(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN"), std::string::npos) << what;
+    EXPECT_NE(what.find("check_macros_static.cc:"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(cuda::detail::cudnn_not_supported(CUDNN_STATUS_NOT_SUPPORTED_SHAPE));
+  EXPECT_FALSE(cuda::detail::cudnn_not_supported(CUDNN_STATUS_BAD_PARAM));
+  EXPECT_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_NOT_SUPPORTED), InvalidArgument);
+  EXPECT_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM), InvalidArgument);
+  EXPECT_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM_NULL_POINTER), InvalidArgument);
+  EXPECT_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED), OutOfMemory);
+  EXPECT_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED), OutOfMemory);
+  try {
+    ZS_CUDNN_CHECK(CUDNN_STATUS_EXECUTION_FAILED);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument&) {
+    FAIL() << "an execution failure is not an argument error";
+  } catch (const OutOfMemory&) {
+    FAIL() << "an execution failure is not out of memory";
+  } catch (const Error&) {
+  }
+  EXPECT_NO_THROW(ZS_CUDNN_CHECK(CUDNN_STATUS_SUCCESS));
+  EXPECT_NO_THROW(ZS_CUDNN_CHECK_WARN(CUDNN_STATUS_INTERNAL_ERROR));  // logs only
+}
+#endif
 
 }  // namespace
 }  // namespace zs

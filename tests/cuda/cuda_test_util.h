@@ -20,8 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,6 +84,28 @@ inline std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) 
   for (int64_t p = 0; p < n; ++p) ids[static_cast<size_t>(p)] = p % 4 == 3 ? any(gen) : hot(gen);
   return ids;
 }
+
+// Sets ZS_CUDNN_ATTENTION for the scope and restores the previous value.
+class ScopedCudnnSwitch {
+ public:
+  explicit ScopedCudnnSwitch(const char* value) {
+    if (const char* previous = std::getenv(kName)) previous_ = previous;
+    ::setenv(kName, value, 1);
+  }
+  ~ScopedCudnnSwitch() {
+    if (previous_) {
+      ::setenv(kName, previous_->c_str(), 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  ScopedCudnnSwitch(const ScopedCudnnSwitch&) = delete;
+  ScopedCudnnSwitch& operator=(const ScopedCudnnSwitch&) = delete;
+
+ private:
+  static constexpr const char* kName = "ZS_CUDNN_ATTENTION";
+  std::optional<std::string> previous_;
+};
 
 class CudaTest : public ::testing::Test {
  protected:

@@ -42,6 +42,7 @@ using testing::kBits;
 using testing::kFloatDtypes;
 using testing::random_ids;
 using testing::random_targets;
+using testing::ScopedCudnnSwitch;
 using testing::Tolerance;
 
 constexpr Tolerance kCrossEntropyLoss{false, 1e-5, 1e-6};
@@ -56,6 +57,11 @@ Tolerance accumulated_grad_tolerance(DType dtype) {
 }
 constexpr Tolerance kAttentionForward{false, 5e-5, 5e-6};
 constexpr Tolerance kAttentionBackward{false, 5e-4, 2e-5};
+// cuDNN's probabilities are rounded to the 16-bit dtype: a few storage ulps of the output's scale.
+Tolerance cudnn_attention_tolerance(DType dtype) {
+  const double ulp = dtype == DType::kF16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+  return Tolerance{false, 4 * ulp, 4 * ulp};
+}
 constexpr Tolerance kModel{false, 2e-4, 2e-5};
 
 // Float inputs (random, maybe requiring grad) and integer inputs (given) of one op call.
@@ -256,14 +262,26 @@ TEST_F(CudaNnOpsTest, AttentionMatchesCpu) {
     Tensor lengths = c.lengths.empty() ? Tensor() : host_ints({c.batch}, c.lengths, "lengths");
     const std::string name = std::string("attention ") + (c.causal ? "causal" : "bidirectional") +
                              (c.lengths.empty() ? "" : " padded") + " T=" + std::to_string(c.seq);
+    const OpFn op = [c](const Inputs& in) {
+      return c.lengths.empty() ? ops::attention(in.floats[0], c.heads, c.causal)
+                               : ops::attention(in.floats[0], c.heads, c.causal, in.ints[0]);
+    };
     for (DType dtype : kFloatDtypes) {
-      check_op(
-          name, dtype, {{{c.batch, c.seq, 3 * C}, -1.5f, 1.5f}}, {lengths},
-          [c](const Inputs& in) {
-            return c.lengths.empty() ? ops::attention(in.floats[0], c.heads, c.causal)
-                                     : ops::attention(in.floats[0], c.heads, c.causal, in.ints[0]);
-          },
-          kAttentionForward, kAttentionBackward);
+      {
+        // The plain kernel (cuDNN would take the unpadded 16-bit cases).
+        ScopedCudnnSwitch plain("0");
+        check_op(name, dtype, {{{c.batch, c.seq, 3 * C}, -1.5f, 1.5f}}, {lengths}, op,
+                 kAttentionForward, kAttentionBackward);
+      }
+      if (c.lengths.empty() && dtype != DType::kF32) {
+        // cuDNN's fused forward where it takes the shape (else the plain kernel again), the plain
+        // backward from its out and lse: cuDNN rounds the probabilities to the 16-bit dtype
+        // before P·V, hence the 16-bit tolerance.
+        ScopedCudnnSwitch fused("1");
+        const Tolerance tol = cudnn_attention_tolerance(dtype);
+        check_op(name + " (cuDNN forward)", dtype, {{{c.batch, c.seq, 3 * C}, -1.5f, 1.5f}},
+                 {lengths}, op, tol, tol);
+      }
     }
   }
 }
