@@ -759,6 +759,13 @@ TrainResult run_training(const TrainConfig& config) {
   const comm::LaunchInfo launch = comm::detect_launch();
   const std::string backend = comm::resolve_backend(resolved_backend_name(config), launch);
   const int world = backend == "local" ? config.ranks : launch.world_size;
+  // --ranks makes rank threads of the local backend; elsewhere the launcher makes the ranks, and
+  // a --ranks that disagrees with it would be silently ignored.
+  ZS_CHECK(backend == "local" || config.ranks == 1 || config.ranks == world, "--ranks ",
+           config.ranks, " sets how many rank threads the local backend runs, but the ", backend,
+           " backend's ranks are the launcher's processes (", world,
+           " here); start one process per rank (mpirun -np ", config.ranks,
+           " zs-train ..., or srun), or drop --ranks");
   validate(config, world);
   checkpoint::WeightFormat format;
   ZS_CHECK(config.save_weights.empty() ||

@@ -5,9 +5,12 @@
 // is skipped: tests/cuda/sharding_parity_test.cc runs the engine's pieces there.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "comm/factory.h"
 #include "runtime/error.h"
 #include "tests/support/scratch.h"
 #include "train/cli.h"
@@ -56,6 +59,24 @@ TEST(TrainDevice, CudaWithoutAGpuFailsBeforeTrainingNamingTheReason) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(code, 2) << err;
   EXPECT_NE(err.find(why), std::string::npos) << err;
+}
+
+TEST(TrainDevice, RanksWithALauncherBackendMustMatchTheLaunch) {
+  // --ranks 4 with --device cuda (nccl) and no launcher would train on one GPU: refused before
+  // the device is opened or data is read, naming mpirun. (The nccl world is refused first when
+  // there is no GPU, so use mpi where it is built.)
+  TrainConfig c = cuda_run();
+  c.device = "cpu";
+  c.backend = "mpi";
+  c.ranks = 4;
+  const std::vector<std::string> built = comm::built_backends();
+  if (std::find(built.begin(), built.end(), "mpi") == built.end()) {
+    GTEST_SKIP() << "this build has no mpi backend";
+  }
+  const std::string message = error_message<InvalidArgument>([&] { run_training(c); });
+  EXPECT_NE(message.find("--ranks 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("mpirun -np 4"), std::string::npos) << message;
+  EXPECT_EQ(message.find("nonexistent"), std::string::npos) << message;
 }
 
 TEST(TrainDevice, DeviceAndBackendCombinations) {
