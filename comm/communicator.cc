@@ -254,7 +254,7 @@ bool Communicator::poll_oldest(std::deque<Task>& in_flight) {
 
 void Communicator::finish_task(Task& task, std::exception_ptr error) {
   const double seconds = std::chrono::duration<double>(Clock::now() - task.started).count();
-  if (!error) {
+  if (!error && task.counted) {
     const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
     stats_.record(task.kind, traffic.sent, traffic.received, seconds);
   }
@@ -425,6 +425,28 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key,
 
 void Communicator::abort(const std::string& reason) {
   backend_->abort(detail::concat("rank ", rank_, " aborted: ", reason));
+}
+
+void Communicator::flush() {
+  // A no-op task without a device sync: the thread starts it only once nothing is in flight, and
+  // tasks start in queue order, so when it completes every earlier task has completed and its
+  // closure and buffers are gone (finish_task, and the thread's Task going out of scope).
+  auto work = std::make_shared<Work>("flush", std::vector<Tensor>{}, nullptr);
+  Task task{work,
+            CollectiveKind::kBarrier,
+            0,
+            -1,
+            [](const Call&) {},
+            Call{CollectiveKind::kBarrier, 0, {}, "flush", nullptr},
+            default_timeout()};
+  task.counted = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    task.call.sequence = next_sequence_;  // not a collective: the sequence does not advance
+    queue_.push_back(std::move(task));
+  }
+  queue_cv_.notify_one();
+  work->wait();
 }
 
 }  // namespace zs::comm

@@ -118,6 +118,12 @@ class Communicator {
 
   // Fails every pending and future collective of the group, on every rank, with `reason`.
   void abort(const std::string& reason);
+  // Local, not a collective: blocks until every collective issued before it has completed or
+  // failed and dropped its buffers (the Works then hold nothing of them). For owners of the memory
+  // those collectives use, before that memory's allocator goes: after an error, abort() first,
+  // so that collectives waiting for other ranks fail at once. Issues nothing to the backend and
+  // is not counted in stats().
+  void flush();
 
   CommStats& stats() { return stats_; }
   const CommStats& stats() const { return stats_; }
@@ -134,6 +140,7 @@ class Communicator {
     std::chrono::milliseconds timeout;
     Clock::time_point started{};  // when the communicator thread started it
     bool oldest = false;          // its deadline was restarted when it became the oldest in flight
+    bool counted = true;          // false for flush(): not a collective, not in stats()
   };
   WorkPtr enqueue(CollectiveKind kind, std::string description, std::vector<Tensor> buffers,
                   uint64_t bytes, int root, const CollectiveOptions& options,

@@ -236,7 +236,7 @@ class RankRun {
                comm_.buffer_device().str(), ", not on the rank's ", device_->device().str());
       // Collectives follow the kernels enqueued before them (sharding/sharded_model.h).
       comm_.set_compute_stream(device_->stream());
-      detach_.comm = &comm_;
+      release_comm_.detach_stream = true;
       if (lead_)
         ZS_LOG_INFO("computing on {} (one per rank), nccl backend", device_->device().str());
     }
@@ -292,6 +292,18 @@ class RankRun {
   RankRun& operator=(const RankRun&) = delete;
 
   void run() {
+    try {
+      run_steps();
+    } catch (const std::exception& e) {
+      // Fail the other ranks' pending collectives at once instead of at their timeout (under
+      // MPI this ends the job, with the reason logged), then let the members go (release_comm_).
+      comm_.abort(e.what());
+      throw;
+    }
+  }
+
+ private:
+  void run_steps() {
     result_->world = comm_.size();
     result_->parameters = task_->model().num_parameters();
     result_->tokens_per_step =
@@ -323,7 +335,6 @@ class RankRun {
     report();
   }
 
- private:
   StepRecord train_step(int64_t step) {
     const auto start = Clock::now();
     StepRecord r;
@@ -668,15 +679,20 @@ class RankRun {
   // --device cuda: the rank's GPU (stream, allocator, copies); declared before everything that
   // holds its memory, so it is destroyed after it.
   std::unique_ptr<RankDevice> device_;
-  // The communicator outlives the rank's stream: detached after everything declared below is
-  // gone (the ShardedModel and its sub-communicators) and before the stream, also when the
-  // constructor throws.
-  struct DetachStream {
-    comm::Communicator* comm = nullptr;
-    ~DetachStream() {
-      if (comm != nullptr) comm->set_compute_stream(comm::StreamRef::host());
+  // The communicator outlives the rank: after everything declared below is gone (the
+  // ShardedModel and its sub-communicators) and before the memory above, also when the
+  // constructor or run() throws, it is flushed — collectives still queued or in flight (a
+  // prefetch, a gradient reduction) complete or fail and drop their tensors while their
+  // allocator, stream and tracker exist — and the rank's stream is detached from it. (run()
+  // aborts the group on an error first, so nothing waits for ranks that will not come.)
+  struct ReleaseComm {
+    comm::Communicator* comm;
+    bool detach_stream = false;
+    ~ReleaseComm() {
+      comm->flush();
+      if (detach_stream) comm->set_compute_stream(comm::StreamRef::host());
     }
-  } detach_;
+  } release_comm_{&comm_};
   Allocator& compute_;  // where the model, the shards and the scalar collectives live
   std::unique_ptr<Task> task_;
   TrainResult* result_;

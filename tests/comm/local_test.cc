@@ -428,6 +428,58 @@ TEST(LocalFailure, AbortFailsPendingAndLaterCalls) {
   }
 }
 
+TEST(LocalFlush, WaitsForEarlierCollectivesToDropTheirTensorsAndIsNotCounted) {
+  // Rank 0 issues an all_reduce and lets go of the tensor and the Work; rank 1 joins 150 ms
+  // later. flush() on rank 0 returns only after the collective ran and dropped the tensor (its
+  // memory is back at the tracker), issues nothing and counts nothing.
+  const auto options = with_timeout(Ms(20000));
+  run_local_ranks(2, [&](Communicator& comm) {
+    MemoryTracker tracker("rank");
+    CpuAllocator allocator(&tracker);
+    if (comm.rank() == 1) std::this_thread::sleep_for(Ms(150));
+    {
+      Tensor t = make(allocator, 1024, DType::kF32, "t");
+      t.fill(1.0f);
+      (void)comm.all_reduce(t, ReduceOp::kSum, options);  // the Work is dropped at once
+    }
+    const uint64_t issued = comm.calls_issued();
+    const auto start = Clock::now();
+    comm.flush();
+    if (comm.rank() == 0) {
+      EXPECT_GT(seconds_since(start), 0.1) << "flush did not wait";
+    }
+    EXPECT_EQ(tracker.current_total(), 0u) << "the collective still holds the tensor";
+    EXPECT_EQ(comm.calls_issued(), issued);
+    EXPECT_EQ(comm.stats().get(CollectiveKind::kBarrier).calls, 0u);
+    EXPECT_EQ(comm.stats().get(CollectiveKind::kAllReduce).calls, 1u);
+  });
+}
+
+TEST(LocalFlush, AfterAnAbortReturnsAtOnce) {
+  // The engine's error path: abort, then flush — a collective the other rank never joins fails
+  // instead of holding flush() until its timeout.
+  const auto options = with_timeout(Ms(20000));
+  const auto start = Clock::now();
+  std::vector<RankOutcome> outcomes = run_collecting(2, [&](Communicator& comm) {
+    if (comm.rank() == 0) {
+      CpuAllocator allocator(nullptr);
+      Tensor t = make(allocator, 16, DType::kF32, "t");
+      (void)comm.all_reduce(t, ReduceOp::kSum, options);  // rank 1 is not there yet
+      std::this_thread::sleep_for(Ms(50));
+      comm.abort("step failed");
+      const auto flushing = Clock::now();
+      comm.flush();
+      EXPECT_LT(seconds_since(flushing), 0.15) << "flush waited for the collective's peer";
+    } else {
+      std::this_thread::sleep_for(Ms(300));  // comes after the abort
+    }
+    comm.barrier(options)->wait();  // fails on both: the group is aborted
+  });
+  EXPECT_LT(seconds_since(start), 2.0);
+  EXPECT_TRUE(outcomes[0].comm_error);
+  EXPECT_TRUE(outcomes[1].comm_error);
+}
+
 TEST(LocalFailure, AbortReachesGroupsSplitFromTheWorld) {
   const auto options = with_timeout(Ms(20000));
   const auto start = Clock::now();
