@@ -102,6 +102,9 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
         launch.local_size, devices, devices);
   }
   const int device = launch.local_rank % devices;
+  // The process's device from here on (not restored): every later DeviceGuard returns to it
+  // rather than to device 0, which would create a context on GPU 0 in every rank's process.
+  ZS_CUDA_CHECK(cudaSetDevice(device));
   MpiWorld mpi;  // holds MPI up until a failure below is logged (see MpiWorld)
   std::unique_ptr<Backend> bootstrap;
   if (launch.by_mpi_launcher()) {

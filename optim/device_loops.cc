@@ -85,6 +85,8 @@ const zs::cuda::Stream& view_stream(const ShardView& view, const char* who,
 void cuda_adamw(const ShardView& view, const std::vector<Segment>& segments, const Tensor& exp_avg,
                 const Tensor& exp_avg_sq, const ops::math::AdamWStep& step) {
   const cudaStream_t stream = view_stream(view, "AdamW", {&view.grad, &exp_avg, &exp_avg_sq}).get();
+  // Kernels launch on the current device: it must be the stream's (the thread's may differ).
+  const zs::cuda::DeviceGuard guard(view.master.device().index);
   float* param = view.master.data<float>();
   const float* grad = view.grad.data<float>();
   float* m = exp_avg.data<float>();
@@ -98,6 +100,8 @@ void cuda_adamw(const ShardView& view, const std::vector<Segment>& segments, con
 void cuda_sgd(const ShardView& view, const std::vector<Segment>& segments,
               const Tensor& momentum_buffer, const ops::math::SgdStep& step, bool nesterov) {
   const cudaStream_t stream = view_stream(view, "SGD", {&view.grad, &momentum_buffer}).get();
+  // Kernels launch on the current device: it must be the stream's (the thread's may differ).
+  const zs::cuda::DeviceGuard guard(view.master.device().index);
   float* param = view.master.data<float>();
   const float* grad = view.grad.data<float>();
   float* buffer = momentum_buffer.defined() ? momentum_buffer.data<float>() : nullptr;
@@ -109,6 +113,8 @@ void cuda_sgd(const ShardView& view, const std::vector<Segment>& segments,
 
 double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>& segments) {
   const zs::cuda::Stream& stream = view_stream(view, "grad_sum_of_squares", {&view.grad});
+  // Kernels launch on the current device: it must be the stream's (the thread's may differ).
+  const zs::cuda::DeviceGuard guard(view.master.device().index);
   const int64_t numel = view.master.numel();
   std::vector<int64_t> begins, ends;
   for (const Segment& s : segments) {
@@ -134,6 +140,8 @@ double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>& se
 
 void cuda_scale(const ShardView& view, const std::vector<Segment>& segments, float coefficient) {
   const cudaStream_t stream = view_stream(view, "scale_grads", {&view.grad}).get();
+  // Kernels launch on the current device: it must be the stream's (the thread's may differ).
+  const zs::cuda::DeviceGuard guard(view.master.device().index);
   float* grad = view.grad.data<float>();
   for (const Segment& s : segments) {
     ops::cuda::scale_inplace(grad + s.begin, coefficient, s.end - s.begin, DType::kF32, stream);
@@ -143,6 +151,8 @@ void cuda_scale(const ShardView& view, const std::vector<Segment>& segments, flo
 bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>& segments,
                             float inv_scale) {
   const zs::cuda::Stream& stream = view_stream(view, "unscale_and_check", {&view.grad});
+  // Kernels launch on the current device: it must be the stream's (the thread's may differ).
+  const zs::cuda::DeviceGuard guard(view.master.device().index);
   Tensor flag = Tensor::empty({1}, DType::kI32, view.master.allocator(), MemoryCategory::kWorkspace,
                               "loss scaler overflow mark");
   int32_t* mark = flag.data<int32_t>();

@@ -2,7 +2,6 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "runtime/memory_tracker.h"
 
@@ -80,7 +79,8 @@ void Optimizer::step(float lr) {
 void Optimizer::zero_grad() {
   for (const Slot& slot : slots_) {
     const Tensor grad = resolved_grad(slot);
-    if (grad.defined() && grad.numel() > 0) std::memset(grad.raw_data(), 0, grad.nbytes());
+    // zero_bytes: a memset on the CPU, enqueued on the allocator's stream on a device.
+    if (grad.defined() && grad.numel() > 0) zero_bytes(grad);
   }
 }
 

@@ -28,8 +28,15 @@ namespace {
 
 class CudaRankDevice final : public RankDevice {
  public:
+  // Makes `index` the current device of the rank's thread (for good: launches without a guard
+  // use it, and guards elsewhere restore it rather than device 0 — which would also create a
+  // context on GPU 0 in every rank's process).
   CudaRankDevice(int index, MemoryTracker* tracker)
-      : stream_(index), allocator_(stream_, tracker), copies_(index), pinned_(nullptr) {}
+      : current_(make_current(index)),
+        stream_(index),
+        allocator_(stream_, tracker),
+        copies_(index),
+        pinned_(nullptr) {}
 
   // Copies still reading a staging buffer finish before it is freed.
   ~CudaRankDevice() override {
@@ -69,10 +76,16 @@ class CudaRankDevice final : public RankDevice {
   }
 
  private:
+  static int make_current(int index) {
+    ZS_CUDA_CHECK(cudaSetDevice(index));
+    return index;
+  }
+
   struct Staging {
     std::shared_ptr<Storage> buffer;  // pinned host memory
     std::unique_ptr<cuda::Event> done;
   };
+  int current_;  // the device made current first (make_current)
   cuda::Stream stream_;
   cuda::CudaAllocator allocator_;
   cuda::CopyStream copies_;
