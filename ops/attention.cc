@@ -39,19 +39,22 @@
 // fused flash attention (ops/cuda/cudnn_attention.h: fp16/bf16, head_dim a multiple of 8 up to
 // 128, compute capability >= 8.0, cuDNN >= 8.9, not disabled by ZS_CUDNN_ATTENTION=0), which
 // writes the same out and lse (natural-log Σ exp of the visible scaled scores) in place; where it
-// declines, the plain kernel runs. Padding always stays on the plain kernel, and the backward is
-// always the plain kernel: it only needs the lse's meaning, which both forwards share. Saved, as
-// here: qkv and the output (handles), the lse (fp32 [B, H, T], activations) and the lengths by
-// value — on the device, a copy of valid_lengths (int32 [B], activations, a device-to-device copy
-// on the op's stream), so that changing the caller's lengths before backward cannot change the
-// gradient. No staging: the kernels read and write 16-bit storage themselves, and qkv's gradient is
-// written in the sink's dtype. With valid_lengths the forward kernel flags the first sequence whose
-// length is outside [0, T]; the op reads that flag back once (one 4-byte download on the op's
-// stream: a host sync, the host waits for the forward) and throws the CPU's message (reading the
-// offending length, one more 4-byte download, on that error path only). Without valid_lengths there
-// is nothing to check and no sync. The kernels hold at most kAttentionMaxHeadDim (256) values of a
-// head per lane group: a larger head_dim is refused by the launcher with InvalidArgument (the CPU
-// op has no such limit).
+// declines, the plain kernel runs. Padding always stays on the plain kernels. The backward is
+// cuDNN's fused backward (same header) where the forward was cuDNN's (the closure records it), the
+// sink has qkv's dtype (overwritten, or added to through a staging copy and a second kernel) and
+// cuDNN takes the graph; otherwise the plain kernel, e.g. for an fp32 sink, which it writes
+// without rounding through 16 bits. Either backward works from either forward: both only need the
+// lse's meaning, which the forwards share. Saved, as here: qkv and the output (handles), the lse
+// (fp32 [B, H, T], activations) and the lengths by value — on the device, a copy of valid_lengths
+// (int32 [B], activations, a device-to-device copy on the op's stream), so that changing the
+// caller's lengths before backward cannot change the gradient. No fp32 staging: the kernels read
+// and write 16-bit storage themselves, and qkv's gradient is written in the sink's dtype. With
+// valid_lengths the forward kernel flags the first sequence whose length is outside [0, T]; the op
+// reads that flag back once (one 4-byte download on the op's stream: a host sync, the host waits
+// for the forward) and throws the CPU's message (reading the offending length, one more 4-byte
+// download, on that error path only). Without valid_lengths there is nothing to check and no sync.
+// The kernels hold at most kAttentionMaxHeadDim (256) values of a head per lane group: a larger
+// head_dim is refused by the launcher with InvalidArgument (the CPU op has no such limit).
 #include "ops/attention.h"
 
 #include <omp.h>
@@ -340,6 +343,16 @@ Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tens
 }
 
 #if ZS_HAVE_CUDA
+// cuDNN's workspace callback: a workspace tensor of at least `bytes` on `like`'s allocator, held by
+// `holder` (stream-ordered: freed when `holder` dies, after the work enqueued with it).
+cuda::CudnnWorkspaceFn cudnn_workspace_into(Tensor& holder, const Tensor& like, const char* what) {
+  return [&holder, &like, what](size_t bytes) {
+    const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+    holder = detail::new_workspace({floats}, like, what);
+    return holder.raw_data();
+  };
+}
+
 Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
                       const Tensor& valid_lengths) {
   cuda::OpContext ctx("attention", {&qkv, &valid_lengths});
@@ -373,11 +386,8 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
   // works from either. Its workspace, if any, is a stream-ordered workspace tensor: freed when
   // `cudnn_workspace` dies, after the enqueued forward.
   Tensor cudnn_workspace;
-  const cuda::CudnnWorkspaceFn workspace = [&](size_t bytes) {
-    const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
-    cudnn_workspace = detail::new_workspace({floats}, qkv, "attention cudnn workspace");
-    return cudnn_workspace.raw_data();
-  };
+  const cuda::CudnnWorkspaceFn workspace =
+      cudnn_workspace_into(cudnn_workspace, qkv, "attention cudnn workspace");
   const bool fused = !valid_lengths.defined() && qkv.numel() > 0 &&
                      cuda::cudnn_attention_forward(
                          cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
@@ -403,17 +413,34 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
   }
 
   if (record) {
-    // Saved: qkv, the output and the lse (handles), the lengths copy.
+    // Saved: qkv, the output and the lse (handles), the lengths copy, and `fused` (whether the
+    // forward was cuDNN's: only then does the backward try cuDNN's).
     record_op(
-        "attention", {&qkv}, {&out}, [qkv, out, lse, lengths, dims, causal](BackwardContext& bctx) {
+        "attention", {&qkv}, {&out},
+        [qkv, out, lse, lengths, dims, causal, fused](BackwardContext& bctx) {
           GradSink sink = bctx.grad_input(0);
           Tensor dout = bctx.grad_output(0);
           if (!sink || !dout.defined()) return;
           cuda::OpContext ctx("attention", {&qkv, &out, &lse, &lengths, &dout, &sink.buffer});
           ZS_CHECK(dout.dtype() == qkv.dtype(), "attention: output gradient ", dout.describe(),
                    " does not have qkv's dtype ", dtype_name(qkv.dtype()));
-          // The kernels write qkv's dtype or fp32; any other sink dtype goes through fp32.
           const DType sink_dtype = sink.buffer.dtype();
+          if (fused && sink_dtype == qkv.dtype()) {
+            // cuDNN's fused backward into the sink (added to it when it accumulates). Its
+            // workspace (plan, fp32 dQ accumulator, dot rows, staging copy) is a stream-ordered
+            // workspace tensor: freed when `cudnn_workspace` dies, after the enqueued work.
+            Tensor cudnn_workspace;
+            const cuda::CudnnWorkspaceFn workspace =
+                cudnn_workspace_into(cudnn_workspace, qkv, "attention backward cudnn workspace");
+            if (cuda::cudnn_attention_backward(
+                    cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
+                    qkv.raw_data(), out.raw_data(), lse.data<float>(), dout.raw_data(),
+                    sink.buffer.raw_data(), dims.batch, dims.seq, dims.channels, dims.heads, causal,
+                    qkv.dtype(), sink.accumulate, workspace)) {
+              return;
+            }
+          }
+          // The plain kernel writes qkv's dtype or fp32; any other sink dtype goes through fp32.
           const bool direct = sink_dtype == qkv.dtype() || sink_dtype == DType::kF32;
           detail::F32GradBuffer staged;
           if (!direct) staged = detail::f32_grad_buffer(sink, qkv);

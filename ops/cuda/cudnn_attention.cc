@@ -1,10 +1,10 @@
-// The cuDNN fused attention forward (see cudnn_attention.h for the contract): the backend graph
-// built in C, one execution plan per (shape, dtype, causal) key and handle, and the per-thread
-// handle cache. Built with ZS_HAVE_CUDNN=1 when CMake found cuDNN (ops/cuda/CMakeLists.txt);
-// otherwise the same functions exist and the forward answers "built without cuDNN".
+// The cuDNN fused attention forward and backward (see cudnn_attention.h for the contracts): the
+// backend graphs built in C, one execution plan per (pass, shape, dtype, causal) key and handle,
+// and the per-thread handle cache. Built with ZS_HAVE_CUDNN=1 when CMake found cuDNN
+// (ops/cuda/CMakeLists.txt); otherwise the same functions exist and answer "built without cuDNN".
 //
-// The graph, with the tensor uids of the variant pack (non-virtual) and of the intermediates
-// (virtual, never in memory), in the order the operations are listed:
+// The forward graph, with the tensor uids of the variant pack (non-virtual) and of the
+// intermediates (virtual, never in memory), in the order the operations are listed:
 //   Q (1), Kᵀ (2: K's buffer with the T and D dims and strides swapped), V (3), O (4),
 //   Stats (5) = the lse buffer, scale (6) and mask value (7): fp32 by-value scalars [1,1,1,1]
 //   (host floats in the variant pack, read when the plan is executed).
@@ -25,6 +25,48 @@
 // This is the decomposition cudnn-frontend emits for SDPA with generate_stats and a top-left
 // causal mask before cuDNN 9.21 (its CompositeSoftmaxNode and causal score modifier), the
 // pattern the runtime-fusion flash attention engine matches.
+//
+// The backward graph follows cudnn-frontend's CompositeSDPABackwardNode (include/cudnn_frontend/
+// node/scaled_dot_product_flash_attention.h, the composite path used before the unified
+// SDPA_BWD operation) for MHA without bias, dropout, padding or ALiBi, attn_scale by value, a
+// top-left causal mask as its diagonal band (right bound 0) and the fp32 dQ accumulator (the
+// frontend's choice on cuDNN >= 9.0 unless dBias or determinism is asked for). Frontend graphs
+// take their virtual tensors' dtypes from the intermediate type (fp32, as in its SDPA samples)
+// unless set; the ones it sets are marked. Non-virtual: Q (1), Kᵀ (2), Vᵀ (3: V's buffer with T
+// and D swapped, as Kᵀ), O (4), Stats (5), scale (6), mask value (7), dO (8), dQ (9), dK (10),
+// dV (11) (strided views of dqkv, or of the staging copy when accumulating), one (12: by-value
+// 1.0), dot (13: fp32 [B,H,T,1] strides [H·T,T,1,1], the frontend's "softmax_sum", in our
+// workspace), dQ accumulator (14: fp32 [B,H,T,D] packed, in our workspace, zeroed before each
+// run — the frontend memsets it only below cuDNN 9.6, zeroing always is harmless; if cuDNN
+// refuses the graph, it is built once more with this tensor F16x16-reordered, as the frontend's
+// releases for cuDNN 8.9 and 9.0 emitted it). In order:
+//   pointwise MUL dO ⊙ O                          → (201)  fp32 [B,H,T,D], strides as the
+//                                                          frontend's [H·T·D, T·D, H·D, 1]
+//   reduction ADD over D                          → (202)  fp32 [B,H,T,1]
+//   pointwise MUL × one                           → dot (13)
+//   matmul        Q · Kᵀ                          → S (203)      fp32 [B,H,T,T]
+//   pointwise MUL S × scale                       → (204)
+//   pointwise SUB − Stats                         → Z (205)
+//   causal only (the frontend's diagonal band, after the Stats subtraction):
+//     GEN_INDEX axis 2 / axis 3 of Z → row (206) / col (207) int32, CMP_GE → keep (208) boolean,
+//     BINARY_SELECT keep ? Z : mask value → Zm (209)
+//   pointwise EXP                                 → P (210)      fp32
+//   RESHAPE P                                     → Pᵀ (211)     [B,H,T,T] strides
+//                                                                [H·T·T, T·T, 1, T], i/o dtype
+//   matmul        Pᵀ · dO                         → dV (11)
+//   matmul        dO · Vᵀ                         → dP (212)     fp32
+//   pointwise SUB dP − dot                        → (213)
+//   pointwise MUL × P                             → (214)
+//   pointwise MUL × scale                         → dS (215)     fp32
+//   RESHAPE dS                                    → dSᵀ (216)    as Pᵀ, i/o dtype
+//   matmul        dSᵀ · Q                         → dK (10)
+//   RESHAPE Kᵀ                                    → K (217)      [B,H,T,D] strides [T·3C,D,3C,1],
+//                                                                fp32 (the frontend sets no
+//                                                                dtype here: intermediate)
+//   matmul        dS · K                          → dQ accumulator (14)
+//   pointwise IDENTITY                            → dQ (9)
+// The backward's workspace (one callback call): the plan's workspace, then the dQ accumulator,
+// the dot rows and, when accumulating, the staging dqkv, each at a multiple of 256 bytes.
 //
 // Errors: building descriptors goes through ZS_CUDNN_CHECK, except the finalizes, whose
 // NOT_SUPPORTED statuses are answers (the key is cached as refused); an execution plan that does
@@ -47,6 +89,7 @@
 #if ZS_HAVE_CUDNN
 #include <cudnn_graph.h>
 
+#include "ops/cuda/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cudnn_check.h"
 #endif
@@ -62,7 +105,8 @@ bool cudnn_attention_enabled() {
 
 namespace {
 
-// What a plan depends on: the shape, the dtype and the mask (the pointers go in the variant pack).
+// What a plan depends on: the pass, the shape, the dtype and the mask (the pointers go in the
+// variant pack).
 struct AttentionKey {
   int64_t batch = 0;
   int64_t seq = 0;
@@ -70,14 +114,17 @@ struct AttentionKey {
   int64_t heads = 0;
   bool causal = false;
   DType dtype = DType::kF32;
+  bool backward = false;
 
   int64_t head_dim() const { return channels / heads; }
+  const char* pass() const { return backward ? "backward" : "forward"; }
   bool operator==(const AttentionKey& other) const {
-    return batch == other.batch && seq == other.seq && channels == other.channels &&
-           heads == other.heads && causal == other.causal && dtype == other.dtype;
+    return backward == other.backward && batch == other.batch && seq == other.seq &&
+           channels == other.channels && heads == other.heads && causal == other.causal &&
+           dtype == other.dtype;
   }
   std::string describe() const {
-    return ::zs::detail::concat("[B=", batch, ", T=", seq, ", C=", channels, ", H=", heads,
+    return ::zs::detail::concat(pass(), " [B=", batch, ", T=", seq, ", C=", channels, ", H=", heads,
                                 ", D=", head_dim(), causal ? ", causal" : ", bidirectional", ", ",
                                 dtype_name(dtype), "]");
   }
@@ -93,6 +140,9 @@ std::string shape_refusal(const AttentionKey& key) {
   if (d % 8 != 0 || d > 128) {
     return ::zs::detail::concat("head_dim ", d, " is not a multiple of 8 in [8, 128]");
   }
+  if (key.backward && key.seq == 1) {
+    return "T = 1: cudnn-frontend's SDPA backward does not support s_q = s_kv = 1";
+  }
   return "";
 }
 
@@ -100,7 +150,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 constexpr int64_t kAlignment = 16;  // bytes; Q/K/V/O/Stats pointers are checked per call
 
-// Tensor uids (see the file comment).
+// Forward tensor uids (see the file comment).
 enum : int64_t {
   kUidQ = 1,
   kUidKT = 2,
@@ -122,6 +172,47 @@ enum : int64_t {
   kUidLogSum = 111,
   kUidProbs = 112,
 };
+
+// Backward tensor uids (see the file comment).
+enum : int64_t {
+  kBwdQ = 1,
+  kBwdKT = 2,
+  kBwdVT = 3,
+  kBwdO = 4,
+  kBwdStats = 5,
+  kBwdScale = 6,
+  kBwdMaskValue = 7,
+  kBwdDO = 8,
+  kBwdDQ = 9,
+  kBwdDK = 10,
+  kBwdDV = 11,
+  kBwdOne = 12,
+  kBwdDot = 13,
+  kBwdDQAccum = 14,
+  kBwdDOxO = 201,
+  kBwdRowSum = 202,
+  kBwdS = 203,
+  kBwdScaled = 204,
+  kBwdCentered = 205,
+  kBwdRow = 206,
+  kBwdCol = 207,
+  kBwdKeep = 208,
+  kBwdMasked = 209,
+  kBwdProbs = 210,
+  kBwdProbsT = 211,
+  kBwdDP = 212,
+  kBwdDPMinusDot = 213,
+  kBwdDSUnscaled = 214,
+  kBwdDS = 215,
+  kBwdDST = 216,
+  kBwdK = 217,
+};
+
+// Workspace regions of the backward start at multiples of this (bytes).
+constexpr size_t kRegionAlignment = 256;
+size_t round_up_region(size_t bytes) {
+  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
 
 // A cuDNN status that means "cannot do this" rather than "something broke", carried out of the
 // graph construction to the key's cache entry.
@@ -205,6 +296,7 @@ struct PlanEntry {
   // By-value scalars: the variant pack points at these host floats.
   float scale = 1.0f;
   float mask_value = std::numeric_limits<float>::lowest();
+  float one = 1.0f;
   // Every descriptor the plan was built from (tensors, operations, graph, engine config), kept
   // alive for the plan's lifetime; declared before `plan` so that the plan is destroyed first.
   std::vector<BackendDescriptor> parts;
@@ -214,9 +306,16 @@ struct PlanEntry {
 // The operation graph of a key, built into `entry.parts`; returns the graph descriptor's index.
 class GraphBuilder {
  public:
-  GraphBuilder(PlanEntry& entry, cudnnHandle_t handle) : entry_(entry), handle_(handle) {}
+  // `reordered_dq_accum`: the backward's dQ accumulator in CUDNN_TENSOR_REORDERING_F16x16.
+  GraphBuilder(PlanEntry& entry, cudnnHandle_t handle, bool reordered_dq_accum)
+      : entry_(entry), handle_(handle), reordered_dq_accum_(reordered_dq_accum) {}
 
-  size_t build() {
+  size_t build() { return entry_.key.backward ? build_backward() : build_forward(); }
+
+ private:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+
+  size_t build_forward() {
     const AttentionKey& k = entry_.key;
     const int64_t B = k.batch, T = k.seq, C = k.channels, H = k.heads, D = k.head_dim();
     const cudnnDataType_t io = io_data_type(k.dtype);
@@ -238,16 +337,8 @@ class GraphBuilder {
     size_t scores = tensor(kUidScaled, f32, scores_dims, scores_strides, true);
     pointwise(CUDNN_POINTWISE_MUL, f32, s, scale, kNone, scores);
     if (k.causal) {
-      const size_t mask_value = tensor(kUidMaskValue, f32, scalar, scalar, false, true);
-      const size_t row = tensor(kUidRow, CUDNN_DATA_INT32, scores_dims, scores_strides, true);
-      const size_t col = tensor(kUidCol, CUDNN_DATA_INT32, scores_dims, scores_strides, true);
-      const size_t keep = tensor(kUidKeep, CUDNN_DATA_BOOLEAN, scores_dims, scores_strides, true);
-      const size_t masked = tensor(kUidMasked, f32, scores_dims, scores_strides, true);
-      pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, kNone, kNone, row, /*axis=*/2);
-      pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, kNone, kNone, col, /*axis=*/3);
-      pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, kNone, keep);
-      pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, scores, mask_value, keep, masked);
-      scores = masked;
+      scores = causal_mask(scores, {kUidMaskValue, kUidRow, kUidCol, kUidKeep, kUidMasked},
+                           scores_dims, scores_strides);
     }
     // Softmax with stats.
     const size_t max = tensor(kUidMax, f32, row_dims, row_strides, true);
@@ -264,7 +355,93 @@ class GraphBuilder {
     pointwise(CUDNN_POINTWISE_ADD, f32, max, log_sum, kNone, stats);
     pointwise(CUDNN_POINTWISE_DIV, f32, exp, sum_exp, kNone, probs);
     matmul(probs, v, o);
+    return finish_graph();
+  }
 
+  // cudnn-frontend's composite SDPA backward (see the file comment for the tensors).
+  size_t build_backward() {
+    const AttentionKey& k = entry_.key;
+    const int64_t B = k.batch, T = k.seq, C = k.channels, H = k.heads, D = k.head_dim();
+    const cudnnDataType_t io = io_data_type(k.dtype);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const std::vector<int64_t> head_dims{B, H, T, D};
+    const std::vector<int64_t> qkv_strides{T * 3 * C, D, 3 * C, 1};
+    const std::vector<int64_t> transposed_dims{B, H, D, T};
+    const std::vector<int64_t> transposed_strides{T * 3 * C, D, 1, 3 * C};
+    const std::vector<int64_t> out_strides{T * C, D, C, 1};
+    const std::vector<int64_t> scores_dims{B, H, T, T}, scores_strides{H * T * T, T * T, T, 1};
+    const std::vector<int64_t> scores_t_strides{H * T * T, T * T, 1, T};
+    const std::vector<int64_t> row_dims{B, H, T, 1}, row_strides{H * T, T, 1, 1};
+    const std::vector<int64_t> scalar{1, 1, 1, 1};
+
+    const size_t q = tensor(kBwdQ, io, head_dims, qkv_strides);
+    const size_t kt = tensor(kBwdKT, io, transposed_dims, transposed_strides);
+    const size_t vt = tensor(kBwdVT, io, transposed_dims, transposed_strides);
+    const size_t o = tensor(kBwdO, io, head_dims, out_strides);
+    const size_t d_o = tensor(kBwdDO, io, head_dims, out_strides);
+    const size_t stats = tensor(kBwdStats, f32, row_dims, row_strides);
+    const size_t scale = tensor(kBwdScale, f32, scalar, scalar, /*is_virtual=*/false, true);
+    const size_t one = tensor(kBwdOne, f32, scalar, scalar, false, true);
+    const size_t dq = tensor(kBwdDQ, io, head_dims, qkv_strides);
+    const size_t dk = tensor(kBwdDK, io, head_dims, qkv_strides);
+    const size_t dv = tensor(kBwdDV, io, head_dims, qkv_strides);
+
+    // dot = Σ_d dO ⊙ O (× 1: the frontend's dropout-scale slot), a non-virtual fp32 row tensor.
+    const size_t do_x_o =
+        tensor(kBwdDOxO, f32, head_dims, {H * T * D, T * D, H * D, 1}, /*is_virtual=*/true);
+    const size_t row_sum = tensor(kBwdRowSum, f32, row_dims, row_strides, true);
+    const size_t dot = tensor(kBwdDot, f32, row_dims, row_strides);
+    pointwise(CUDNN_POINTWISE_MUL, f32, d_o, o, kNone, do_x_o);
+    reduction(CUDNN_REDUCE_TENSOR_ADD, do_x_o, row_sum);
+    pointwise(CUDNN_POINTWISE_MUL, f32, row_sum, one, kNone, dot);
+
+    // P = exp(Q·Kᵀ × scale − Stats), masked.
+    const size_t s = tensor(kBwdS, f32, scores_dims, scores_strides, true);
+    const size_t scaled = tensor(kBwdScaled, f32, scores_dims, scores_strides, true);
+    size_t centered = tensor(kBwdCentered, f32, scores_dims, scores_strides, true);
+    matmul(q, kt, s);
+    pointwise(CUDNN_POINTWISE_MUL, f32, s, scale, kNone, scaled);
+    pointwise(CUDNN_POINTWISE_SUB, f32, scaled, stats, kNone, centered);
+    if (k.causal) {
+      centered = causal_mask(centered, {kBwdMaskValue, kBwdRow, kBwdCol, kBwdKeep, kBwdMasked},
+                             scores_dims, scores_strides);
+    }
+    const size_t probs = tensor(kBwdProbs, f32, scores_dims, scores_strides, true);
+    pointwise(CUDNN_POINTWISE_EXP, f32, centered, kNone, kNone, probs);
+
+    // dV = Pᵀ · dO.
+    const size_t probs_t = tensor(kBwdProbsT, io, scores_dims, scores_t_strides, true);
+    reshape(probs, probs_t);
+    matmul(probs_t, d_o, dv);
+
+    // dS = (dO · Vᵀ − dot) ⊙ P × scale.
+    const size_t dp = tensor(kBwdDP, f32, scores_dims, scores_strides, true);
+    const size_t dp_minus_dot = tensor(kBwdDPMinusDot, f32, scores_dims, scores_strides, true);
+    const size_t ds_unscaled = tensor(kBwdDSUnscaled, f32, scores_dims, scores_strides, true);
+    const size_t ds = tensor(kBwdDS, f32, scores_dims, scores_strides, true);
+    matmul(d_o, vt, dp);
+    pointwise(CUDNN_POINTWISE_SUB, f32, dp, dot, kNone, dp_minus_dot);
+    pointwise(CUDNN_POINTWISE_MUL, f32, dp_minus_dot, probs, kNone, ds_unscaled);
+    pointwise(CUDNN_POINTWISE_MUL, f32, ds_unscaled, scale, kNone, ds);
+
+    // dK = dSᵀ · Q.
+    const size_t ds_t = tensor(kBwdDST, io, scores_dims, scores_t_strides, true);
+    reshape(ds, ds_t);
+    matmul(ds_t, q, dk);
+
+    // dQ = dS · K into the fp32 accumulator, then copied out.
+    const size_t key = tensor(kBwdK, f32, head_dims, qkv_strides, true);
+    const size_t dq_accum =
+        tensor(kBwdDQAccum, f32, head_dims, {H * T * D, T * D, D, 1}, /*is_virtual=*/false, false,
+               reordered_dq_accum_ ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE);
+    reshape(kt, key);
+    matmul(ds, key, dq_accum);
+    pointwise(CUDNN_POINTWISE_IDENTITY, f32, dq_accum, kNone, kNone, dq);
+    return finish_graph();
+  }
+
+  // The operation graph of the operations listed so far, finalized; returns its index.
+  size_t finish_graph() {
     std::vector<cudnnBackendDescriptor_t> raw_ops;
     for (size_t i : ops_) raw_ops.push_back(entry_.parts[i].get());
     BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -275,9 +452,6 @@ class GraphBuilder {
     return keep(std::move(graph));
   }
 
- private:
-  static constexpr size_t kNone = static_cast<size_t>(-1);
-
   size_t keep(BackendDescriptor&& d) {
     entry_.parts.push_back(std::move(d));
     return entry_.parts.size() - 1;
@@ -285,8 +459,8 @@ class GraphBuilder {
   const BackendDescriptor& part(size_t i) const { return entry_.parts[i]; }
 
   size_t tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
-                const std::vector<int64_t>& strides, bool is_virtual = false,
-                bool by_value = false) {
+                const std::vector<int64_t>& strides, bool is_virtual = false, bool by_value = false,
+                cudnnBackendTensorReordering_t reordering = CUDNN_TENSOR_REORDERING_NONE) {
     BackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     t.set_data_type(CUDNN_ATTR_TENSOR_DATA_TYPE, type);
     t.set_int64s(CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
@@ -295,6 +469,9 @@ class GraphBuilder {
     t.set_int64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, kAlignment);
     t.set_bool(CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
     if (by_value) t.set_bool(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
+    if (reordering != CUDNN_TENSOR_REORDERING_NONE) {
+      t.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reordering);
+    }
     t.finalize("a tensor descriptor");
     return keep(std::move(t));
   }
@@ -332,6 +509,39 @@ class GraphBuilder {
     ops_.push_back(keep(std::move(op)));
   }
 
+  // y = x with other dims and strides (the frontend's transposes of P, dS and Kᵀ).
+  // The uids of the causal mask's tensors: the mask value (a by-value scalar in the variant pack)
+  // and the virtual row index, column index, keep flag and masked scores.
+  struct MaskUids {
+    int64_t mask_value, row, col, keep, masked;
+  };
+
+  // The causal mask over `scores` [B,H,T,T] (fp32): GEN_INDEX of the row (axis 2) and the column
+  // (axis 3), keep = row >= column, masked = keep ? scores : mask value. Returns `masked`.
+  size_t causal_mask(size_t scores, const MaskUids& uids, const std::vector<int64_t>& dims,
+                     const std::vector<int64_t>& strides) {
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const std::vector<int64_t> scalar{1, 1, 1, 1};
+    const size_t mask_value = tensor(uids.mask_value, f32, scalar, scalar, false, true);
+    const size_t row = tensor(uids.row, CUDNN_DATA_INT32, dims, strides, true);
+    const size_t col = tensor(uids.col, CUDNN_DATA_INT32, dims, strides, true);
+    const size_t keep = tensor(uids.keep, CUDNN_DATA_BOOLEAN, dims, strides, true);
+    const size_t masked = tensor(uids.masked, f32, dims, strides, true);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, kNone, kNone, row, /*axis=*/2);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, kNone, kNone, col, /*axis=*/3);
+    pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, kNone, keep);
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, scores, mask_value, keep, masked);
+    return masked;
+  }
+
+  void reshape(size_t x, size_t y) {
+    BackendDescriptor op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    op.set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, part(x));
+    op.set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, part(y));
+    op.finalize("a reshape operation");
+    ops_.push_back(keep(std::move(op)));
+  }
+
   void reduction(cudnnReduceTensorOp_t reduce, size_t x, size_t y) {
     BackendDescriptor desc(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
     desc.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce);
@@ -348,6 +558,7 @@ class GraphBuilder {
 
   PlanEntry& entry_;
   cudnnHandle_t handle_;
+  bool reordered_dq_accum_;
   std::vector<size_t> ops_;  // indices into entry_.parts, in graph order
 };
 
@@ -414,7 +625,8 @@ void build_plan(PlanEntry& entry, cudnnHandle_t handle, size_t graph) {
 }  // namespace
 
 struct CudnnHandle::State {
-  // Used only while a forward runs (the stream is alive then); the destructor touches neither.
+  // Used only while a forward or backward runs (the stream is alive then); the destructor touches
+  // neither.
   const zs::cuda::Stream& stream;
   cudnnHandle_t handle = nullptr;  // created by ensure_handle()
   int compute_major = -1;          // of the stream's device, queried once
@@ -458,6 +670,25 @@ struct CudnnHandle::State {
       return ::zs::detail::concat("cuDNN ", version,
                                   " (< 9.0) needs the sequence length to be a multiple of 64");
     }
+    // cudnn-frontend declines SDPA, forward and backward, on these two releases.
+    if (version == 91000 || version == 91001) {
+      return ::zs::detail::concat("cuDNN ", version,
+                                  ": fused attention has known bugs in 9.10.0 and 9.10.1");
+    }
+    if (key.backward) {
+      // What cudnn-frontend's SDPA backward declines or works around for this graph (its
+      // validate_sdpa_backward_support_surface and CompositeSDPABackwardNode).
+      if (version <= 91500 && key.seq % 128 != 0) {
+        return ::zs::detail::concat(
+            "cuDNN ", version, " (<= 9.15.0) with T = ", key.seq,
+            " not a multiple of 128: cudnn-frontend adds a padding mask to the backward there "
+            "(without it the gradients can be NaN), which this graph does not have");
+      }
+      if (version < 8906 && key.head_dim() % 64 != 0) {
+        return ::zs::detail::concat(
+            "cuDNN ", version, " (< 8.9.6) needs head_dim to be a multiple of 64 for backward");
+      }
+    }
     if (compute_major < 0) {
       ZS_CUDA_CHECK(cudaDeviceGetAttribute(&compute_major, cudaDevAttrComputeCapabilityMajor,
                                            stream.device()));
@@ -480,18 +711,29 @@ struct CudnnHandle::State {
     if (entry->refusal.empty()) entry->refusal = device_refusal(key);
     if (entry->refusal.empty()) {
       ensure_handle();
-      try {
-        GraphBuilder builder(*entry, handle);
-        build_plan(*entry, handle, builder.build());
-        entry->supported = true;
-      } catch (const Refused& refused) {
-        entry->refusal = refused.reason;
-        entry->plan.clear();
-        entry->parts.clear();
+      // The backward's dQ accumulator as cudnn-frontend emits it now (plain fp32), else
+      // F16x16-reordered as its releases for cuDNN 8.9 and 9.0 did: only the graph reads it back,
+      // so its layout is cuDNN's business and either form computes the same gradient.
+      for (const bool reordered_dq_accum : {false, true}) {
+        if (reordered_dq_accum && !key.backward) break;
+        try {
+          GraphBuilder builder(*entry, handle, reordered_dq_accum);
+          build_plan(*entry, handle, builder.build());
+          entry->supported = true;
+          break;
+        } catch (const Refused& refused) {
+          entry->refusal =
+              reordered_dq_accum
+                  ? entry->refusal + "; with an F16x16 dQ accumulator: " + refused.reason
+                  : refused.reason;
+          entry->plan.clear();
+          entry->parts.clear();
+        }
       }
+      if (entry->supported) entry->refusal.clear();
     }
     if (!entry->supported) {
-      ZS_LOG_DEBUG("attention: cuDNN fused forward not used for {}: {}", key.describe(),
+      ZS_LOG_DEBUG("attention: cuDNN fused {} not used for {}: {}", key.pass(), key.describe(),
                    entry->refusal);
     }
     entries.push_back(std::move(entry));
@@ -560,6 +802,88 @@ bool cudnn_attention_forward(CudnnHandle& handle, const void* qkv, void* out, fl
   return true;
 }
 
+bool cudnn_attention_backward(CudnnHandle& handle, const void* qkv, const void* out,
+                              const float* lse, const void* dout, void* dqkv, int64_t batch,
+                              int64_t seq, int64_t channels, int64_t n_head, bool causal,
+                              DType dtype, bool accumulate, const CudnnWorkspaceFn& workspace,
+                              std::string* why_not) {
+  auto refuse = [why_not](std::string reason) {
+    if (why_not != nullptr) *why_not = std::move(reason);
+    return false;
+  };
+  if (!cudnn_attention_enabled()) return refuse("disabled by ZS_CUDNN_ATTENTION=0");
+  ZS_CHECK(batch >= 0 && seq >= 0 && channels >= 0 && n_head >= 1 && channels % n_head == 0,
+           "cudnn attention backward: bad sizes batch = ", batch, ", seq = ", seq,
+           ", channels = ", channels, ", n_head = ", n_head,
+           " (channels must be a multiple of n_head)");
+  if (batch == 0 || seq == 0 || channels == 0) return refuse("empty problem");
+  if (!aligned16(qkv) || !aligned16(out) || !aligned16(lse) || !aligned16(dout) ||
+      !aligned16(dqkv)) {
+    return refuse("qkv, out, lse, dout or dqkv is not 16-byte aligned");
+  }
+  AttentionKey key{batch, seq, channels, n_head, causal, dtype};
+  key.backward = true;
+  zs::cuda::DeviceGuard guard(handle.stream().device());
+  CudnnHandle::State& state = handle.state();
+  PlanEntry& entry = state.entry_for(key);
+  if (!entry.supported) return refuse(entry.refusal);
+
+  // One workspace for the plan, the fp32 dQ accumulator, the dot rows and, when accumulating,
+  // the staging dqkv that cuDNN writes and kernels.h add then adds into dqkv.
+  const size_t element = dtype_size(dtype);
+  const auto rows = static_cast<size_t>(batch * n_head * seq);
+  const size_t plan_bytes = round_up_region(static_cast<size_t>(entry.workspace_bytes));
+  const size_t dq_accum_bytes = rows * static_cast<size_t>(key.head_dim()) * sizeof(float);
+  const size_t dot_bytes = rows * sizeof(float);
+  const size_t dqkv_elements = static_cast<size_t>(batch * seq * 3 * channels);
+  const size_t staging_bytes = accumulate ? dqkv_elements * element : 0;
+  const size_t total =
+      plan_bytes + round_up_region(dq_accum_bytes) + round_up_region(dot_bytes) + staging_bytes;
+  char* workspace_base = static_cast<char*>(workspace(total));
+  ZS_CHECK(workspace_base != nullptr,
+           "cudnn attention backward: the workspace callback returned null for ", total, " bytes");
+  void* plan_workspace = entry.workspace_bytes > 0 ? workspace_base : nullptr;
+  char* dq_accum = workspace_base + plan_bytes;
+  char* dot = dq_accum + round_up_region(dq_accum_bytes);
+  char* target = accumulate ? dot + round_up_region(dot_bytes) : static_cast<char*>(dqkv);
+  // Zeroed on the stream before the plan runs: the engine adds partial dQ sums into it.
+  ZS_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, dq_accum_bytes, handle.stream().get()));
+
+  const char* qkv_base = static_cast<const char*>(qkv);
+  const size_t column = static_cast<size_t>(channels) * element;  // bytes from q to k, k to v
+  std::vector<int64_t> uids{kBwdQ,   kBwdKT, kBwdVT, kBwdO,  kBwdDO,  kBwdStats,  kBwdScale,
+                            kBwdOne, kBwdDQ, kBwdDK, kBwdDV, kBwdDot, kBwdDQAccum};
+  std::vector<void*> pointers{const_cast<char*>(qkv_base),
+                              const_cast<char*>(qkv_base + column),
+                              const_cast<char*>(qkv_base + 2 * column),
+                              const_cast<void*>(out),
+                              const_cast<void*>(dout),
+                              const_cast<float*>(lse),
+                              &entry.scale,
+                              &entry.one,
+                              target,
+                              target + column,
+                              target + 2 * column,
+                              dot,
+                              dq_accum};
+  if (causal) {
+    uids.push_back(kBwdMaskValue);
+    pointers.push_back(&entry.mask_value);
+  }
+  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set_int64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+           static_cast<int64_t>(pointers.size()), pointers.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &plan_workspace);
+  ::zs::cuda::detail::cudnn_check(pack.try_finalize(), "cudnnBackendFinalize(variant pack)",
+                                  __FILE__, __LINE__);
+  ZS_CUDNN_CHECK(cudnnBackendExecute(state.handle, entry.plan.front().get(), pack.get()));
+  if (accumulate) {
+    add(dqkv, target, dqkv, static_cast<int64_t>(dqkv_elements), dtype, handle.stream().get());
+  }
+  return true;
+}
+
 #else  // !ZS_HAVE_CUDNN
 
 struct CudnnHandle::State {
@@ -575,16 +899,28 @@ namespace {
 void forget_stream(CudnnHandle&) {}
 }  // namespace
 
-bool cudnn_attention_forward(CudnnHandle& handle, const void*, void*, float*, int64_t, int64_t,
-                             int64_t, int64_t, bool, DType, const CudnnWorkspaceFn&,
-                             std::string* why_not) {
+namespace {
+bool refuse_without_cudnn(CudnnHandle& handle, std::string* why_not) {
   const char* reason = "built without cuDNN";
   if (!handle.state().logged) {
     handle.state().logged = true;
-    ZS_LOG_DEBUG("attention: cuDNN fused forward not used: {}", reason);
+    ZS_LOG_DEBUG("attention: cuDNN fused forward and backward not used: {}", reason);
   }
   if (why_not != nullptr) *why_not = reason;
   return false;
+}
+}  // namespace
+
+bool cudnn_attention_forward(CudnnHandle& handle, const void*, void*, float*, int64_t, int64_t,
+                             int64_t, int64_t, bool, DType, const CudnnWorkspaceFn&,
+                             std::string* why_not) {
+  return refuse_without_cudnn(handle, why_not);
+}
+
+bool cudnn_attention_backward(CudnnHandle& handle, const void*, const void*, const float*,
+                              const void*, void*, int64_t, int64_t, int64_t, int64_t, bool, DType,
+                              bool, const CudnnWorkspaceFn&, std::string* why_not) {
+  return refuse_without_cudnn(handle, why_not);
 }
 
 #endif  // ZS_HAVE_CUDNN
