@@ -148,7 +148,8 @@ Run gpu_run(int world, int stage) {
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
-        cuda::DeviceGuard guard(r);
+        // No DeviceGuard on purpose: the thread's current device stays 0, so a launch or call
+        // in the library that relies on it instead of guarding its own device fails on rank 1.
         // Declared before the communicator: outlive every tensor and collective of the rank.
         cuda::Stream stream(r);
         MemoryTracker tracker("cuda:" + std::to_string(r));
