@@ -750,6 +750,22 @@ namespace {
 void forget_stream(CudnnHandle& handle) { handle.state().forget_stream(); }
 }  // namespace
 
+namespace {
+// Runs `entry`'s plan on the handle's stream with the tensors `uids` ↔ `pointers` (by-value
+// scalars as host pointers) and the plan's `workspace`.
+void execute_plan(CudnnHandle::State& state, PlanEntry& entry, const std::vector<int64_t>& uids,
+                  std::vector<void*> pointers, void* workspace) {
+  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set_int64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+           static_cast<int64_t>(pointers.size()), pointers.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  ::zs::cuda::detail::cudnn_check(pack.try_finalize(), "cudnnBackendFinalize(variant pack)",
+                                  __FILE__, __LINE__);
+  ZS_CUDNN_CHECK(cudnnBackendExecute(state.handle, entry.plan.front().get(), pack.get()));
+}
+}  // namespace
+
 bool cudnn_attention_forward(CudnnHandle& handle, const void* qkv, void* out, float* lse,
                              int64_t batch, int64_t seq, int64_t channels, int64_t n_head,
                              bool causal, DType dtype, const CudnnWorkspaceFn& workspace,
@@ -791,14 +807,7 @@ bool cudnn_attention_forward(CudnnHandle& handle, const void* qkv, void* out, fl
     uids.push_back(kUidMaskValue);
     pointers.push_back(&entry.mask_value);
   }
-  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set_int64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-           static_cast<int64_t>(pointers.size()), pointers.data());
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_ptr);
-  ::zs::cuda::detail::cudnn_check(pack.try_finalize(), "cudnnBackendFinalize(variant pack)",
-                                  __FILE__, __LINE__);
-  ZS_CUDNN_CHECK(cudnnBackendExecute(state.handle, entry.plan.front().get(), pack.get()));
+  execute_plan(state, entry, uids, pointers, workspace_ptr);
   return true;
 }
 
@@ -870,14 +879,7 @@ bool cudnn_attention_backward(CudnnHandle& handle, const void* qkv, const void* 
     uids.push_back(kBwdMaskValue);
     pointers.push_back(&entry.mask_value);
   }
-  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set_int64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-           static_cast<int64_t>(pointers.size()), pointers.data());
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &plan_workspace);
-  ::zs::cuda::detail::cudnn_check(pack.try_finalize(), "cudnnBackendFinalize(variant pack)",
-                                  __FILE__, __LINE__);
-  ZS_CUDNN_CHECK(cudnnBackendExecute(state.handle, entry.plan.front().get(), pack.get()));
+  execute_plan(state, entry, uids, pointers, plan_workspace);
   if (accumulate) {
     add(dqkv, target, dqkv, static_cast<int64_t>(dqkv_elements), dtype, handle.stream().get());
   }
