@@ -82,7 +82,8 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
 }
 
 std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
-                                              std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout,
+                                              MemoryTracker* device_tracker) {
 #if ZS_HAVE_NCCL
   // Before MPI starts: every rank of a GPU-less node fails here alike, with the reason (and its
   // rank as the launcher numbered it).
@@ -118,7 +119,10 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
   RankScope rank_scope(rank);
   try {
     // The nccl backend owns its bootstrap: with MPI, MPI is finalized after NCCL is destroyed.
-    std::unique_ptr<Backend> backend = NcclBackend::create(std::move(bootstrap), device, timeout);
+    NcclBackendOptions options;
+    options.tracker = device_tracker;
+    std::unique_ptr<Backend> backend =
+        NcclBackend::create(std::move(bootstrap), device, timeout, options);
     return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
   } catch (const Error& e) {
     ZS_LOG_ERROR("cannot form the NCCL world on rank {} of {} (cuda:{}): {}", rank, size, device,
@@ -128,6 +132,7 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
 #else
   (void)launch;
   (void)timeout;
+  (void)device_tracker;
   throw_not_built("nccl");
 #endif
 }
@@ -199,10 +204,11 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
 
 std::unique_ptr<Communicator> make_world_communicator(const std::string& backend,
                                                       const LaunchInfo& launch,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      MemoryTracker* device_tracker) {
   const std::string resolved = resolve_backend(backend, launch);
   if (resolved == "mpi") return make_mpi_world(launch, timeout);
-  if (resolved == "nccl") return make_nccl_world(launch, timeout);
+  if (resolved == "nccl") return make_nccl_world(launch, timeout, device_tracker);
   std::vector<std::unique_ptr<Backend>> backends = make_local_backends(1);
   RankScope rank_scope(0);
   return std::make_unique<Communicator>(std::move(backends[0]));

@@ -25,6 +25,7 @@
 
 #include "comm/communicator.h"
 #include "comm/launch.h"
+#include "runtime/memory_tracker.h"
 
 namespace zs::comm {
 
@@ -40,9 +41,12 @@ bool backend_built(const std::string& name);
 // ranks), or "nccl" in a process that sees no CUDA device (naming CUDA's reason);
 // CommError/CommTimeout if MPI or NCCL cannot form the world — under MPI the job is then
 // aborted (the other ranks stop instead of waiting).
+// `device_tracker` (nccl only; may be null): charged, as comm_buffers, for the backend's own
+// device scratch (the fp32 copies of fp16/bf16 reductions), so that a rank's budget and memory
+// profile include it; thread-safe by contract, it must outlive the communicator.
 std::unique_ptr<Communicator> make_world_communicator(
     const std::string& backend = "auto", const LaunchInfo& launch = detect_launch(),
-    std::chrono::milliseconds timeout = default_timeout());
+    std::chrono::milliseconds timeout = default_timeout(), MemoryTracker* device_tracker = nullptr);
 
 // The backend "auto" resolves to for `launch` in this build (throws like the above when none
 // fits, e.g. a torchrun launch of several ranks, for which zeroshard has no rendezvous).

@@ -200,13 +200,16 @@ int32_t pick_token(const float* logits, int64_t vocab, float temperature, const 
 
 class RankRun {
  public:
+  // `tracker`: the rank's device memory (see rank_tracker_name), made before the world so that the
+  // nccl backend's scratch is charged to it too; it outlives the run.
   RankRun(const TrainConfig& config, const models::GptConfig& model_config, const TaskData& data,
-          int64_t seq, comm::Communicator& comm, int local_ranks, TrainResult* result)
+          int64_t seq, comm::Communicator& comm, MemoryTracker& tracker, int local_ranks,
+          TrainResult* result)
       : c_(config),
         data_(data),
         comm_(comm),
         lead_(comm.rank() == 0),
-        tracker_("rank " + std::to_string(comm.rank()) + " " + comm.buffer_device().str()),
+        tracker_(tracker),
         host_tracker_("rank " + std::to_string(comm.rank()) + " host"),
         allocator_(config.device == "cuda" ? &host_tracker_ : &tracker_),
         device_(config.device == "cuda" ? make_cuda_device(comm.buffer_device().index, &tracker_)
@@ -673,7 +676,7 @@ class RankRun {
   const TaskData& data_;
   comm::Communicator& comm_;
   const bool lead_;
-  MemoryTracker tracker_;       // the rank's device: the CPU, or its GPU
+  MemoryTracker& tracker_;      // the rank's device: the CPU, or its GPU
   MemoryTracker host_tracker_;  // --device cuda: the host memory of batches (not reported)
   CpuAllocator allocator_;      // host memory: everything on the CPU; batches with --device cuda
   // --device cuda: the rank's GPU (stream, allocator, copies); declared before everything that
@@ -828,19 +831,31 @@ TrainResult run_training(const TrainConfig& config) {
 
 namespace {
 
+// "rank 3 cuda:1": the tracker's name in memory errors and reports.
+std::string rank_tracker_name(int rank, Device device) {
+  return "rank " + std::to_string(rank) + " " + device.str();
+}
+
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
                TrainResult& result) {
   if (backend == "local") {
     comm::run_local_ranks(config.ranks, [&](comm::Communicator& comm) {
+      MemoryTracker tracker(rank_tracker_name(comm.rank(), comm.buffer_device()));
       TrainResult mine;
-      RankRun(config, gpt, data, seq, comm, config.ranks, &mine).run();
+      RankRun(config, gpt, data, seq, comm, tracker, config.ranks, &mine).run();
       if (comm.rank() == 0) result = std::move(mine);
     });
   } else {
-    std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(backend, launch);
+    // Named before the world exists: the launcher's rank, and the GPU the nccl world will take.
+    const Device device = config.device == "cuda"
+                              ? Device::cuda(launch.local_rank % std::max(1, cuda_devices()))
+                              : Device::cpu();
+    MemoryTracker tracker(rank_tracker_name(launch.rank, device));
+    std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(
+        backend, launch, comm::default_timeout(), device.is_cuda() ? &tracker : nullptr);
     RankScope scope(comm->rank());
-    RankRun(config, gpt, data, seq, *comm, launch.local_size, &result).run();
+    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, &result).run();
   }
 }
 
