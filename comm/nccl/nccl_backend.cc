@@ -149,17 +149,36 @@ std::vector<std::unique_ptr<NcclBackend>> NcclBackend::create_local(const std::v
                " is listed twice; NCCL needs one GPU per rank");
     }
   }
+  // Non-blocking communicators, as create() makes (not ncclCommInitAll's blocking ones): the
+  // destructor's finalize is then bounded by destroy_timeout, so a rank thread whose peers died
+  // cannot hang in it. NCCL's single-process pattern: one unique id, every rank initialized
+  // inside one group with its device current.
+  const int size = static_cast<int>(devices.size());
+  const auto deadline = Clock::now() + default_timeout();
+  ncclUniqueId id;
+  ZS_NCCL_CHECK(ncclGetUniqueId(&id));
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
-  ZS_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
   std::vector<std::unique_ptr<NcclBackend>> backends;
   try {
+    ncclConfig_t config = nonblocking_config();
+    ZS_NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < size; ++i) {
+      zs::cuda::DeviceGuard guard(devices[static_cast<size_t>(i)]);
+      ZS_NCCL_CHECK(ncclCommInitRankConfig(&comms[static_cast<size_t>(i)], size, id, i, &config));
+    }
+    ZS_NCCL_CHECK(ncclGroupEnd());  // ncclInProgress while non-blocking ranks form: awaited below
+    for (int i = 0; i < size; ++i) {
+      await_formed(comms[static_cast<size_t>(i)], deadline,
+                   detail::concat("forming the single-process NCCL group: rank ", i, " of ", size,
+                                  " (cuda:", devices[static_cast<size_t>(i)], ")"));
+    }
     for (size_t i = 0; i < devices.size(); ++i) {
       backends.push_back(std::unique_ptr<NcclBackend>(
-          new NcclBackend(std::exchange(comms[i], nullptr), devices[i], false, options)));
+          new NcclBackend(std::exchange(comms[i], nullptr), devices[i], true, options)));
     }
   } catch (...) {
     for (ncclComm_t comm : comms) {
-      if (comm != nullptr) ZS_NCCL_CHECK_WARN(ncclCommDestroy(comm));
+      if (comm != nullptr) ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
     }
     throw;
   }

@@ -52,12 +52,13 @@
 // accumulates in the element type (faster, half the traffic, a rounding per step). int32 avg is
 // NCCL's (sum, then division by the group size).
 //
-// Creation: create_local() makes all ranks of a single-process group at once (ncclCommInitAll,
-// one GPU per rank; hand each backend to its own thread); create() forms one rank of a group
-// across processes, exchanging NCCL's unique id over any already-formed CPU backend (the mpi
-// backend under mpirun/srun, or the local backend for ranks as threads), with a timeout.
-// Communicators made by create() and split() are non-blocking (ncclConfig_t::blocking = 0) so
-// that forming them is bounded by the deadline too.
+// Creation: create_local() makes all ranks of a single-process group at once (one unique id,
+// ncclCommInitRankConfig per GPU in one NCCL group, non-blocking; one GPU per rank; hand each
+// backend to its own thread); create() forms one rank of a group across processes, exchanging
+// NCCL's unique id over any already-formed CPU backend (the mpi backend under mpirun/srun, or the
+// local backend for ranks as threads), with a timeout. Communicators made by create_local(),
+// create() and split() are non-blocking (ncclConfig_t::blocking = 0) so that forming them is
+// bounded by the deadline too.
 //
 // Thread-safety: one thread runs a backend's primitives and poll() at a time (its
 // Communicator's thread); prepare() runs on the issuing thread concurrently with them (it only
