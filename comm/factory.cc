@@ -202,6 +202,37 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
            "'; expected one of auto, mpi, local, nccl");
 }
 
+void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
+                   const std::vector<MemoryTracker*>& scratch_trackers,
+                   std::chrono::milliseconds timeout) {
+  ZS_CHECK(size >= 1, "run_gpu_ranks: need at least 1 rank, got ", size);
+  ZS_CHECK(scratch_trackers.empty() || static_cast<int>(scratch_trackers.size()) == size,
+           "run_gpu_ranks: ", scratch_trackers.size(), " scratch trackers for ", size, " ranks");
+#if ZS_HAVE_NCCL
+  const int devices = zs::cuda::cuda_device_count();
+  ZS_CHECK(devices >= size, size, " rank threads on GPUs need ", size,
+           " visible CUDA devices (NCCL takes one GPU per rank), but this process sees ", devices,
+           devices == 0 ? " (" + zs::cuda::cuda_unavailable_reason() + ")" : std::string(),
+           "; use at most ", devices,
+           " ranks, or start one process per GPU across nodes with "
+           "mpirun or srun");
+  LocalRunOptions options;
+  options.make_communicator = [&](std::unique_ptr<Backend> local, int rank) {
+    // The rank's GPU is its thread's device from here on (see make_nccl_world).
+    ZS_CUDA_CHECK(cudaSetDevice(rank));
+    NcclBackendOptions nccl;
+    nccl.tracker = scratch_trackers.empty() ? nullptr : scratch_trackers[static_cast<size_t>(rank)];
+    std::unique_ptr<Backend> backend = NcclBackend::create(std::move(local), rank, timeout, nccl);
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(rank));
+  };
+  run_local_ranks(size, fn, options);
+#else
+  (void)fn;
+  (void)timeout;
+  throw_not_built("nccl");
+#endif
+}
+
 std::unique_ptr<Communicator> make_world_communicator(const std::string& backend,
                                                       const LaunchInfo& launch,
                                                       std::chrono::milliseconds timeout,

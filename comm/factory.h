@@ -19,6 +19,7 @@
 // both share one MPI initialization).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,18 @@ bool backend_built(const std::string& name);
 std::unique_ptr<Communicator> make_world_communicator(
     const std::string& backend = "auto", const LaunchInfo& launch = detect_launch(),
     std::chrono::milliseconds timeout = default_timeout(), MemoryTracker* device_tracker = nullptr);
+
+// Ranks as threads on GPUs: runs fn(comm) on `size` threads of this process, rank r on GPU r (its
+// thread's current device) with a Communicator over an nccl group formed across the threads (over
+// a local bootstrap, within `timeout`); errors as run_local_ranks (comm/local/local_backend.h): a
+// failing rank aborts the others' collectives, and the root cause is rethrown after every thread
+// has joined. `scratch_trackers` (empty, or one per rank, each outliving the run): charged for
+// the nccl backend's device scratch, as make_world_communicator's device_tracker. Throws
+// InvalidArgument before starting when fewer than `size` GPUs are visible (NCCL needs one GPU
+// per rank) or nccl is not built.
+void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
+                   const std::vector<MemoryTracker*>& scratch_trackers = {},
+                   std::chrono::milliseconds timeout = default_timeout());
 
 // The backend "auto" resolves to for `launch` in this build (throws like the above when none
 // fits, e.g. a torchrun launch of several ranks, for which zeroshard has no rendezvous).

@@ -120,11 +120,15 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "local (ranks as threads), mpi, auto, nccl (GPUs; auto with --device cuda)")
       ->group(kParallel);
   app.add_option("--device", c.device,
-                 "cpu, or cuda: each rank on GPU local_rank % (visible GPUs), nccl backend, one "
-                 "process per rank (mpirun -np N)")
+                 "cpu, or cuda: nccl backend, one GPU per rank: --ranks N threads of this "
+                 "process on GPUs 0..N-1, or one process per rank under mpirun/srun (GPU "
+                 "local_rank % visible GPUs)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->group(kParallel);
-  app.add_option("--ranks", c.ranks, "local backend: number of rank threads")->group(kParallel);
+  app.add_option("--ranks", c.ranks,
+                 "rank threads of this process: CPU ranks (local backend), or with --device cuda "
+                 "one GPU each (without mpirun)")
+      ->group(kParallel);
   app.add_option("--threads", c.threads, "compute threads per rank (default: cores / ranks)")
       ->group(kParallel);
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);

@@ -717,6 +717,8 @@ class RankRun {
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
                TrainResult& result);
+bool rank_threads(const TrainConfig& config, const std::string& backend,
+                  const comm::LaunchInfo& launch);
 
 // zs-mem's estimate of the model states per rank for `config` at `stage` (no activations).
 MemoryEstimate model_state_estimate(const TrainConfig& c, const std::vector<MemoryUnit>& units,
@@ -777,13 +779,13 @@ TrainResult run_training(const TrainConfig& config) {
   }
   const comm::LaunchInfo launch = comm::detect_launch();
   const std::string backend = comm::resolve_backend(resolved_backend_name(config), launch);
-  const int world = backend == "local" ? config.ranks : launch.world_size;
-  // --ranks makes rank threads of the local backend; elsewhere the launcher makes the ranks, and
-  // a --ranks that disagrees with it would be silently ignored.
-  ZS_CHECK(backend == "local" || config.ranks == 1 || config.ranks == world, "--ranks ",
-           config.ranks, " sets how many rank threads the local backend runs, but the ", backend,
-           " backend's ranks are the launcher's processes (", world,
-           " here); start one process per rank (mpirun -np ", config.ranks,
+  const int world = rank_threads(config, backend, launch) ? config.ranks : launch.world_size;
+  // --ranks makes rank threads (local backend, or GPUs without a launcher); under a launcher the
+  // launcher makes the ranks, and a --ranks that disagrees with it would be silently ignored.
+  ZS_CHECK(config.ranks == 1 || config.ranks == world, "--ranks ", config.ranks,
+           " sets how many rank threads one process runs, but with the ", backend,
+           " backend here the ranks are processes (this one: ", launch.describe(),
+           "); start one process per rank (mpirun -np ", config.ranks,
            " zs-train ..., or srun), or drop --ranks");
   validate(config, world);
   checkpoint::WeightFormat format;
@@ -831,6 +833,13 @@ TrainResult run_training(const TrainConfig& config) {
 
 namespace {
 
+// Whether this process runs config.ranks rank threads: the local backend, or --device cuda
+// without a launcher (nccl over a local bootstrap, one GPU per thread).
+bool rank_threads(const TrainConfig& config, const std::string& backend,
+                  const comm::LaunchInfo& launch) {
+  return backend == "local" || (backend == "nccl" && !launch.by_mpi_launcher() && config.ranks > 1);
+}
+
 // "rank 3 cuda:1": the tracker's name in memory errors and reports.
 std::string rank_tracker_name(int rank, Device device) {
   return "rank " + std::to_string(rank) + " " + device.str();
@@ -839,13 +848,29 @@ std::string rank_tracker_name(int rank, Device device) {
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
                TrainResult& result) {
-  if (backend == "local") {
-    comm::run_local_ranks(config.ranks, [&](comm::Communicator& comm) {
-      MemoryTracker tracker(rank_tracker_name(comm.rank(), comm.buffer_device()));
+  if (rank_threads(config, backend, launch)) {
+    // One process, config.ranks rank threads: on the CPU (local backend), or rank r on GPU r
+    // over an nccl group formed across the threads.
+    const bool gpus = backend == "nccl";
+    std::vector<std::unique_ptr<MemoryTracker>> trackers;
+    std::vector<MemoryTracker*> scratch_trackers;
+    for (int r = 0; r < config.ranks; ++r) {
+      trackers.push_back(std::make_unique<MemoryTracker>(
+          rank_tracker_name(r, gpus ? Device::cuda(r) : Device::cpu())));
+      scratch_trackers.push_back(trackers.back().get());
+    }
+    const auto rank_main = [&](comm::Communicator& comm) {
       TrainResult mine;
-      RankRun(config, gpt, data, seq, comm, tracker, config.ranks, &mine).run();
+      RankRun(config, gpt, data, seq, comm, *trackers[static_cast<size_t>(comm.rank())],
+              config.ranks, &mine)
+          .run();
       if (comm.rank() == 0) result = std::move(mine);
-    });
+    };
+    if (gpus) {
+      comm::run_gpu_ranks(config.ranks, rank_main, scratch_trackers);
+    } else {
+      comm::run_local_ranks(config.ranks, rank_main);
+    }
   } else {
     // Named before the world exists: the launcher's rank, and the GPU the nccl world will take.
     const Device device = config.device == "cuda"

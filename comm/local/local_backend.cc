@@ -735,6 +735,17 @@ void run_local_ranks(int size, const std::function<void(Communicator&)>& fn,
     backends.push_back(std::move(backend));
   }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  // Communicators from options.make_communicator, registered while they exist, so that a
+  // failing rank can abort them all (their backends do not watch the local group).
+  std::mutex made_mutex;
+  std::vector<Communicator*> made(static_cast<size_t>(size), nullptr);
+  auto abort_all = [&](const std::string& reason, int origin) {
+    group->abort_from(reason, origin);
+    std::lock_guard<std::mutex> lock(made_mutex);
+    for (Communicator* comm : made) {
+      if (comm != nullptr) comm->abort(reason);
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -743,19 +754,28 @@ void run_local_ranks(int size, const std::function<void(Communicator&)>& fn,
       try {
         // Declared outside the inner try: on an error the group is aborted before the
         // Communicator's destructor drains its queue, so queued collectives fail fast.
-        Communicator comm(std::move(backends[r]));
+        std::unique_ptr<Communicator> comm =
+            options.make_communicator ? options.make_communicator(std::move(backends[r]), r)
+                                      : std::make_unique<Communicator>(std::move(backends[r]));
+        ZS_CHECK(comm != nullptr, "run_local_ranks: make_communicator returned null for rank ", r);
+        if (options.make_communicator) {
+          std::lock_guard<std::mutex> lock(made_mutex);
+          made[static_cast<size_t>(r)] = comm.get();
+        }
         try {
-          fn(comm);
+          fn(*comm);
         } catch (const std::exception& e) {
           errors[r] = std::current_exception();
-          group->abort_from(detail::concat("rank ", r, " failed: ", e.what()), r);
+          abort_all(detail::concat("rank ", r, " failed: ", e.what()), r);
         } catch (...) {
           errors[r] = std::current_exception();
-          group->abort_from(detail::concat("rank ", r, " failed with a non-standard exception"), r);
+          abort_all(detail::concat("rank ", r, " failed with a non-standard exception"), r);
         }
-      } catch (...) {  // the Communicator itself could not be built
+        std::lock_guard<std::mutex> lock(made_mutex);
+        made[static_cast<size_t>(r)] = nullptr;  // before the Communicator is destroyed
+      } catch (...) {                            // the Communicator itself could not be built
         if (!errors[r]) errors[r] = std::current_exception();
-        group->abort_from(detail::concat("rank ", r, " could not start its communicator"), r);
+        abort_all(detail::concat("rank ", r, " could not start its communicator"), r);
       }
     });
   }

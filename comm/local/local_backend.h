@@ -67,6 +67,13 @@ struct LocalRunOptions {
   // Wraps each rank's backend before its Communicator is built (e.g. in a
   // FaultInjectingBackend); identity when empty.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend> backend, int rank)> wrap_backend;
+  // Makes each rank's Communicator on the rank's own thread from its local backend — e.g. an
+  // nccl group formed over it (comm/factory.h run_gpu_ranks), a collective across the threads —
+  // instead of a Communicator over the local backend itself. When a rank fails, every other
+  // rank's Communicator made this way is aborted too (abort()), not only the local group, so
+  // ranks waiting in its collectives fail at once.
+  std::function<std::unique_ptr<Communicator>(std::unique_ptr<Backend> local, int rank)>
+      make_communicator;
 };
 
 // Runs fn(comm) on `size` threads, one per rank, each inside RankScope(rank) with its own
