@@ -403,6 +403,54 @@ TEST(LocalFailure, ARankThatThrowsMakesTheOthersFailFast) {
   }
 }
 
+TEST(LocalMadeCommunicators, AreMadeOnTheRankThreadsAndAbortedWhenARankFails) {
+  // make_communicator stands in for run_gpu_ranks' nccl group: each rank's Communicator is over a
+  // separate group (not the run's local group), made on the rank's own thread. Rank 1 fails; the
+  // others wait in an all_reduce of that separate group and must fail at once, reached only by
+  // the Communicators' abort().
+  const auto options = with_timeout(Ms(20000));
+  std::vector<std::unique_ptr<Backend>> separate = make_local_backends(3);
+  std::vector<std::thread::id> made_on(3);
+  std::vector<std::thread::id> ran_on(3);
+  std::vector<std::string> messages(3);
+  LocalRunOptions run;
+  run.make_communicator = [&](std::unique_ptr<Backend> local, int rank) {
+    EXPECT_EQ(local->rank(), rank);
+    made_on[static_cast<size_t>(rank)] = std::this_thread::get_id();
+    return std::make_unique<Communicator>(std::move(separate[static_cast<size_t>(rank)]));
+  };
+  const auto start = Clock::now();
+  try {
+    run_local_ranks(
+        3,
+        [&](Communicator& comm) {
+          ran_on[static_cast<size_t>(comm.rank())] = std::this_thread::get_id();
+          comm.barrier(options)->wait();
+          if (comm.rank() == 1) throw std::runtime_error("rank 1 hit a NaN");
+          CpuAllocator allocator(nullptr);
+          Tensor t = make(allocator, 64, DType::kF32, "grads");
+          t.fill(1.0f);
+          try {
+            comm.all_reduce(t, ReduceOp::kSum, options)->wait();
+          } catch (const CommError& e) {
+            messages[static_cast<size_t>(comm.rank())] = e.what();
+            throw;
+          }
+        },
+        run);
+    ADD_FAILURE() << "run_local_ranks did not rethrow";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(dynamic_cast<const CommError*>(&e), nullptr) << e.what();
+    EXPECT_STREQ(e.what(), "rank 1 hit a NaN");
+  }
+  EXPECT_LT(seconds_since(start), 2.0) << "the others must fail fast, far under the 20 s timeout";
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(made_on[r], ran_on[r]) << "rank " << r;
+  for (int r : {0, 2}) {
+    EXPECT_TRUE(contains(messages[r], "rank 1 failed: rank 1 hit a NaN"))
+        << "rank " << r << ": " << messages[r];
+  }
+}
+
 TEST(LocalFailure, AbortFailsPendingAndLaterCalls) {
   const auto options = with_timeout(Ms(20000));
   const auto start = Clock::now();

@@ -133,6 +133,21 @@ TEST(NcclFactory, WithoutADeviceTheWorldFailsNamingTheMissingDevice) {
   EXPECT_TRUE(contains(message, "use backend 'mpi' or 'local'")) << message;
 }
 
+TEST(NcclFactory, GpuRankThreadsNeedAGpuEach) {
+  // Refused before any thread starts: more rank threads than visible GPUs (none here).
+  const int gpus = cuda::cuda_device_count();
+  bool ran = false;
+  const std::string message = invalid_argument_message(
+      [&] { comm::run_gpu_ranks(gpus + 1, [&](Communicator&) { ran = true; }); });
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(contains(message, std::to_string(gpus + 1) + " rank threads on GPUs need"))
+      << message;
+  EXPECT_TRUE(contains(message, "mpirun or srun")) << message;
+  if (gpus == 0) {
+    EXPECT_TRUE(contains(message, cuda::cuda_unavailable_reason())) << message;
+  }
+}
+
 TEST(NcclFront, DeviceTensorsGoThroughToAnNcclBackend) {
   auto backend = std::make_unique<RecordingBackend>("nccl");
   RecordingBackend* recorded = backend.get();
