@@ -64,6 +64,20 @@ struct Saved {
   int32_t ignore_index = kDefaultIgnoreIndex;
 };
 
+// What both devices save for backward: the inputs, the row statistics and the shape.
+Saved saved_rows(const Tensor& logits, const Tensor& targets, const Tensor& row_max,
+                 const Tensor& log_sum, int32_t ignore_index) {
+  Saved saved;
+  saved.logits = logits;
+  saved.targets = targets;
+  saved.row_max = row_max;
+  saved.log_sum = log_sum;
+  saved.rows = logits.size(0);
+  saved.vocab = logits.size(1);
+  saved.ignore_index = ignore_index;
+  return saved;
+}
+
 void backward(const Saved& saved, BackwardContext& ctx) {
   Tensor dloss = ctx.grad_output(0);
   GradSink sink = ctx.grad_input(0);
@@ -159,15 +173,8 @@ Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t i
   }
 
   if (record) {
-    Saved saved;
-    saved.logits = logits;
-    saved.targets = targets;
-    saved.row_max = row_maxes;
-    saved.log_sum = log_sums;
+    Saved saved = saved_rows(logits, targets, row_maxes, log_sums, ignore_index);
     saved.device_counts = counts;
-    saved.rows = rows;
-    saved.vocab = vocab;
-    saved.ignore_index = ignore_index;
     record_op(kOp, {&logits}, {&loss},
               [saved](BackwardContext& bctx) { backward_cuda(saved, bctx); });
   }
@@ -257,15 +264,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   loss.data<float>()[0] = loss_value;
 
   if (record) {
-    Saved saved;
-    saved.logits = logits;
-    saved.targets = targets;
-    saved.row_max = row_maxes;
-    saved.log_sum = log_sums;
-    saved.rows = rows;
-    saved.vocab = vocab;
+    Saved saved = saved_rows(logits, targets, row_maxes, log_sums, ignore_index);
     saved.count = count;
-    saved.ignore_index = ignore_index;
     record_op(kOp, {&logits}, {&loss}, [saved](BackwardContext& ctx) { backward(saved, ctx); });
   }
   return loss;

@@ -78,6 +78,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -751,6 +752,27 @@ void forget_stream(CudnnHandle& handle) { handle.state().forget_stream(); }
 }  // namespace
 
 namespace {
+// Returns false, with `reason` in *why_not when asked for.
+bool refuse(std::string* why_not, std::string reason) {
+  if (why_not != nullptr) *why_not = std::move(reason);
+  return false;
+}
+
+// The checks made at every call before a plan is looked up (not cached): "" when cuDNN may be
+// tried, else why not. Sizes that make no attention problem throw.
+std::string per_call_refusal(const char* what, int64_t batch, int64_t seq, int64_t channels,
+                             int64_t n_head, std::initializer_list<const void*> pointers) {
+  if (!cudnn_attention_enabled()) return "disabled by ZS_CUDNN_ATTENTION=0";
+  ZS_CHECK(batch >= 0 && seq >= 0 && channels >= 0 && n_head >= 1 && channels % n_head == 0, what,
+           ": bad sizes batch = ", batch, ", seq = ", seq, ", channels = ", channels,
+           ", n_head = ", n_head, " (channels must be a multiple of n_head)");
+  if (batch == 0 || seq == 0 || channels == 0) return "empty problem";
+  for (const void* p : pointers) {
+    if (!aligned16(p)) return "a buffer is not 16-byte aligned";
+  }
+  return "";
+}
+
 // Runs `entry`'s plan on the handle's stream with the tensors `uids` ↔ `pointers` (by-value
 // scalars as host pointers) and the plan's `workspace`.
 void execute_plan(CudnnHandle::State& state, PlanEntry& entry, const std::vector<int64_t>& uids,
@@ -770,23 +792,14 @@ bool cudnn_attention_forward(CudnnHandle& handle, const void* qkv, void* out, fl
                              int64_t batch, int64_t seq, int64_t channels, int64_t n_head,
                              bool causal, DType dtype, const CudnnWorkspaceFn& workspace,
                              std::string* why_not) {
-  auto refuse = [why_not](std::string reason) {
-    if (why_not != nullptr) *why_not = std::move(reason);
-    return false;
-  };
-  if (!cudnn_attention_enabled()) return refuse("disabled by ZS_CUDNN_ATTENTION=0");
-  ZS_CHECK(batch >= 0 && seq >= 0 && channels >= 0 && n_head >= 1 && channels % n_head == 0,
-           "cudnn attention: bad sizes batch = ", batch, ", seq = ", seq, ", channels = ", channels,
-           ", n_head = ", n_head, " (channels must be a multiple of n_head)");
-  if (batch == 0 || seq == 0 || channels == 0) return refuse("empty problem");
-  if (!aligned16(qkv) || !aligned16(out) || !aligned16(lse)) {
-    return refuse("qkv, out or lse is not 16-byte aligned");
-  }
+  const std::string declined =
+      per_call_refusal("cudnn attention", batch, seq, channels, n_head, {qkv, out, lse});
+  if (!declined.empty()) return refuse(why_not, declined);
   const AttentionKey key{batch, seq, channels, n_head, causal, dtype};
   zs::cuda::DeviceGuard guard(handle.stream().device());
   CudnnHandle::State& state = handle.state();
   PlanEntry& entry = state.entry_for(key);
-  if (!entry.supported) return refuse(entry.refusal);
+  if (!entry.supported) return refuse(why_not, entry.refusal);
 
   void* workspace_ptr = nullptr;
   if (entry.workspace_bytes > 0) {
@@ -816,26 +829,15 @@ bool cudnn_attention_backward(CudnnHandle& handle, const void* qkv, const void* 
                               int64_t seq, int64_t channels, int64_t n_head, bool causal,
                               DType dtype, bool accumulate, const CudnnWorkspaceFn& workspace,
                               std::string* why_not) {
-  auto refuse = [why_not](std::string reason) {
-    if (why_not != nullptr) *why_not = std::move(reason);
-    return false;
-  };
-  if (!cudnn_attention_enabled()) return refuse("disabled by ZS_CUDNN_ATTENTION=0");
-  ZS_CHECK(batch >= 0 && seq >= 0 && channels >= 0 && n_head >= 1 && channels % n_head == 0,
-           "cudnn attention backward: bad sizes batch = ", batch, ", seq = ", seq,
-           ", channels = ", channels, ", n_head = ", n_head,
-           " (channels must be a multiple of n_head)");
-  if (batch == 0 || seq == 0 || channels == 0) return refuse("empty problem");
-  if (!aligned16(qkv) || !aligned16(out) || !aligned16(lse) || !aligned16(dout) ||
-      !aligned16(dqkv)) {
-    return refuse("qkv, out, lse, dout or dqkv is not 16-byte aligned");
-  }
+  const std::string declined = per_call_refusal("cudnn attention backward", batch, seq, channels,
+                                                n_head, {qkv, out, lse, dout, dqkv});
+  if (!declined.empty()) return refuse(why_not, declined);
   AttentionKey key{batch, seq, channels, n_head, causal, dtype};
   key.backward = true;
   zs::cuda::DeviceGuard guard(handle.stream().device());
   CudnnHandle::State& state = handle.state();
   PlanEntry& entry = state.entry_for(key);
-  if (!entry.supported) return refuse(entry.refusal);
+  if (!entry.supported) return refuse(why_not, entry.refusal);
 
   // One workspace for the plan, the fp32 dQ accumulator, the dot rows and, when accumulating,
   // the staging dqkv that cuDNN writes and kernels.h add then adds into dqkv.

@@ -18,6 +18,7 @@
 
 #include "runtime/cuda/check.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -25,21 +26,9 @@
 namespace zs::train {
 namespace {
 
+using zs::testing::learnable_corpus;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
-
-std::string corpus() {
-  std::string text;
-  const char* names[] = {"the miller", "the baker", "the farmer", "a child", "the river"};
-  const char* verbs[] = {"walks to", "looks at", "sings for", "waits by"};
-  for (int i = 0; i < 300; ++i) {
-    text += names[i % 5];
-    text += ' ';
-    text += verbs[(i / 5) % 4];
-    text += " the mill.\n";
-  }
-  return text;
-}
 
 TrainConfig tiny_run(const std::string& path, int ranks, int stage, DType precision) {
   TrainConfig c;
@@ -68,7 +57,7 @@ TEST(CudaEngine, TrainsLikeTheCpuOnOneAndTwoGpus) {
   ZS_SKIP_WITHOUT_CUDA();
   ScratchDir dir;
   const std::string path = dir.path("corpus.txt");
-  write_text(path, corpus());
+  write_text(path, learnable_corpus());
   const int gpus = cuda::cuda_device_count();
   for (int ranks : {1, 2}) {
     if (ranks > gpus) {

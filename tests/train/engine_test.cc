@@ -13,6 +13,7 @@
 #include "data/token_file.h"
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
+#include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "train/cli.h"
 #include "train/config.h"
@@ -23,26 +24,10 @@ namespace {
 
 using zs::testing::error_message;
 using zs::testing::file_exists;
+using zs::testing::learnable_corpus;
 using zs::testing::read_bytes;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
-
-// A learnable text: short sentences repeated with variations.
-std::string corpus() {
-  std::string text;
-  const char* names[] = {"the miller", "the baker", "the farmer", "a child", "the river"};
-  const char* verbs[] = {"walks to", "looks at", "sings for", "waits by"};
-  const char* places[] = {"the mill.", "the bridge.", "the old gate.", "the village."};
-  for (int i = 0; i < 400; ++i) {
-    text += names[i % 5];
-    text += ' ';
-    text += verbs[(i / 5) % 4];
-    text += ' ';
-    text += places[(i / 20) % 4];
-    text += '\n';
-  }
-  return text;
-}
 
 TrainConfig tiny_run(const std::string& text_path) {
   TrainConfig c;
@@ -66,7 +51,7 @@ TrainConfig tiny_run(const std::string& text_path) {
 
 class Engine : public ::testing::Test {
  protected:
-  void SetUp() override { write_text(path_, corpus()); }
+  void SetUp() override { write_text(path_, learnable_corpus()); }
   ScratchDir dir_;
   std::string path_ = dir_.path("corpus.txt");
 };
