@@ -298,8 +298,9 @@ class RankRun {
     try {
       run_steps();
     } catch (const std::exception& e) {
-      // Fail the other ranks' pending collectives at once instead of at their timeout (under
-      // MPI this ends the job, with the reason logged), then let the members go (release_comm_).
+      // Fail the other ranks' pending collectives at once instead of at their timeout, then let
+      // the members go (release_comm_). Under MPI this is MPI_Abort, which ends the job — as the
+      // MPI world would when this process leaves on the exception, but with the reason logged.
       comm_.abort(e.what());
       throw;
     }
