@@ -116,6 +116,10 @@ class Backend {
   // CommTimeout once call.deadline has passed, CommError on an asynchronous error or abort.
   // Never blocks for long. Default: true (never reached, prepare() returns null).
   virtual bool poll(const Call& call);
+  // Called once on the communicator's thread, before it runs any primitive or poll() there: a
+  // device backend makes its device that thread's current one (for good, so that device guards
+  // on the thread restore it rather than device 0). Default: nothing.
+  virtual void bind_thread() {}
 };
 
 }  // namespace zs::comm

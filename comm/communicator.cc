@@ -158,6 +158,7 @@ WorkPtr Communicator::enqueue(CollectiveKind kind, std::string description,
 
 void Communicator::thread_main() {
   RankScope rank_scope(log_rank_);
+  backend_->bind_thread();
   // Device collectives issued and not yet complete, oldest first. They complete in issue order
   // (one comm stream), so only the oldest is polled.
   std::deque<Task> in_flight;

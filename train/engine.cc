@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -693,6 +694,9 @@ class RankRun {
     comm::Communicator* comm;
     bool detach_stream = false;
     ~ReleaseComm() {
+      // Leaving on an exception (the constructor's; run() aborted already): nothing may wait
+      // for ranks that will not come.
+      if (std::uncaught_exceptions() > 0) comm->abort("this rank is leaving on an error");
       comm->flush();
       if (detach_stream) comm->set_compute_stream(comm::StreamRef::host());
     }

@@ -758,9 +758,21 @@ void run_local_ranks(int size, const std::function<void(Communicator&)>& fn,
             options.make_communicator ? options.make_communicator(std::move(backends[r]), r)
                                       : std::make_unique<Communicator>(std::move(backends[r]));
         ZS_CHECK(comm != nullptr, "run_local_ranks: make_communicator returned null for rank ", r);
+        // Registered while it exists: the guard (declared after `comm`, so destroyed before it)
+        // takes it out of the registry on every path, also when an exception leaves the scope.
+        struct Registration {
+          std::mutex& mutex;
+          Communicator*& slot;
+          ~Registration() {
+            std::lock_guard<std::mutex> lock(mutex);
+            slot = nullptr;
+          }
+        } registration{made_mutex, made[static_cast<size_t>(r)]};
         if (options.make_communicator) {
           std::lock_guard<std::mutex> lock(made_mutex);
           made[static_cast<size_t>(r)] = comm.get();
+          // A rank that failed before this one registered has aborted the others already.
+          if (group->aborted()) comm->abort("another rank failed while this one was starting");
         }
         try {
           fn(*comm);
@@ -771,9 +783,7 @@ void run_local_ranks(int size, const std::function<void(Communicator&)>& fn,
           errors[r] = std::current_exception();
           abort_all(detail::concat("rank ", r, " failed with a non-standard exception"), r);
         }
-        std::lock_guard<std::mutex> lock(made_mutex);
-        made[static_cast<size_t>(r)] = nullptr;  // before the Communicator is destroyed
-      } catch (...) {                            // the Communicator itself could not be built
+      } catch (...) {  // the Communicator itself could not be built
         if (!errors[r]) errors[r] = std::current_exception();
         abort_all(detail::concat("rank ", r, " could not start its communicator"), r);
       }

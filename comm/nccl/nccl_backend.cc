@@ -162,19 +162,33 @@ std::vector<std::unique_ptr<NcclBackend>> NcclBackend::create_local(const std::v
   try {
     ncclConfig_t config = nonblocking_config();
     ZS_NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < size; ++i) {
-      zs::cuda::DeviceGuard guard(devices[static_cast<size_t>(i)]);
-      ZS_NCCL_CHECK(ncclCommInitRankConfig(&comms[static_cast<size_t>(i)], size, id, i, &config));
+    try {
+      for (int i = 0; i < size; ++i) {
+        zs::cuda::DeviceGuard guard(devices[static_cast<size_t>(i)]);
+        ZS_NCCL_CHECK(ncclCommInitRankConfig(&comms[static_cast<size_t>(i)], size, id, i, &config));
+      }
+    } catch (...) {
+      // Close the group even so: NCCL defers the calls of an open group (ncclCommInitAll does
+      // the same), and the comms made so far are aborted below.
+      ZS_NCCL_CHECK_WARN(ncclGroupEnd());
+      throw;
     }
     ZS_NCCL_CHECK(ncclGroupEnd());  // ncclInProgress while non-blocking ranks form: awaited below
     for (int i = 0; i < size; ++i) {
-      await_formed(comms[static_cast<size_t>(i)], deadline,
-                   detail::concat("forming the single-process NCCL group: rank ", i, " of ", size,
-                                  " (cuda:", devices[static_cast<size_t>(i)], ")"));
+      try {
+        await_formed(comms[static_cast<size_t>(i)], deadline,
+                     detail::concat("forming the single-process NCCL group: rank ", i, " of ", size,
+                                    " (cuda:", devices[static_cast<size_t>(i)], ")"));
+      } catch (...) {
+        comms[static_cast<size_t>(i)] = nullptr;  // await_formed aborted it already
+        throw;
+      }
     }
     for (size_t i = 0; i < devices.size(); ++i) {
-      backends.push_back(std::unique_ptr<NcclBackend>(
-          new NcclBackend(std::exchange(comms[i], nullptr), devices[i], true, options)));
+      // The backend owns the comm once constructed; until then the catch below aborts it.
+      backends.push_back(
+          std::unique_ptr<NcclBackend>(new NcclBackend(comms[i], devices[i], true, options)));
+      comms[i] = nullptr;
     }
   } catch (...) {
     for (ncclComm_t comm : comms) {
@@ -225,6 +239,11 @@ NcclBackend::~NcclBackend() {
     zs::cuda::DeviceGuard guard(device_);
     if (barrier_word_ != nullptr) ZS_CUDA_CHECK_WARN(cudaFree(barrier_word_));
     if (comm_ == nullptr) return;  // aborted: ncclCommAbort freed it
+    if (aborted_.load(std::memory_order_acquire)) {
+      // Flagged by abort() but no call ran since: finalizing would wait for peers that aborted.
+      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
+      return;
+    }
     // Finalize flushes what was issued and waits for the peers to be quiescent; bounded, so a
     // dead peer cannot hang the destructor: past the bound the communicator is aborted instead.
     ncclResult_t state = ZS_NCCL_CHECK_WARN(ncclCommFinalize(comm_));
@@ -259,6 +278,11 @@ std::string NcclBackend::describe(const Call& call, size_t count, DType dtype,
     text += detail::concat(" (", count, " ", dtype_name(dtype), extra[0] ? ", " : "", extra, ")");
   }
   return text;
+}
+
+void NcclBackend::bind_thread() {
+  // A failure here is not fatal: every primitive still guards its device.
+  ZS_CUDA_CHECK_WARN(cudaSetDevice(device_));
 }
 
 void NcclBackend::abort(const std::string& reason) {

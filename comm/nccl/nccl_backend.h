@@ -145,6 +145,8 @@ class NcclBackend final : public Backend {
   void check_compute_stream(const StreamRef& stream) const override;
   // Null for split (it forms a communicator and completes in the primitive).
   std::shared_ptr<DeviceSync> prepare(CollectiveKind kind, const StreamRef& compute) override;
+  // Makes the backend's GPU the communicator thread's current device (not restored).
+  void bind_thread() override;
   bool poll(const Call& call) override;
 
   int device() const { return device_; }

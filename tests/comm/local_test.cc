@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -477,25 +478,31 @@ TEST(LocalFailure, AbortFailsPendingAndLaterCalls) {
 }
 
 TEST(LocalFlush, WaitsForEarlierCollectivesToDropTheirTensorsAndIsNotCounted) {
-  // Rank 0 issues an all_reduce and lets go of the tensor and the Work; rank 1 joins 150 ms
-  // later. flush() on rank 0 returns only after the collective ran and dropped the tensor (its
-  // memory is back at the tracker), issues nothing and counts nothing.
+  // Rank 0 issues an all_reduce, lets go of the tensor and the Work, and flushes; rank 1 joins
+  // the all_reduce only once rank 0 has started flushing (and a little after). flush() on rank 0
+  // returns only after the collective ran and dropped the tensor (its memory is back at the
+  // tracker) — so never before rank 1 joined — and issues and counts nothing.
   const auto options = with_timeout(Ms(20000));
+  std::promise<void> flushing;
+  std::shared_future<void> flushing_started = flushing.get_future().share();
+  std::atomic<bool> joined{false};
   run_local_ranks(2, [&](Communicator& comm) {
     MemoryTracker tracker("rank");
     CpuAllocator allocator(&tracker);
-    if (comm.rank() == 1) std::this_thread::sleep_for(Ms(150));
+    if (comm.rank() == 1) {
+      flushing_started.wait();
+      std::this_thread::sleep_for(Ms(20));
+      joined = true;
+    }
     {
       Tensor t = make(allocator, 1024, DType::kF32, "t");
       t.fill(1.0f);
       (void)comm.all_reduce(t, ReduceOp::kSum, options);  // the Work is dropped at once
     }
     const uint64_t issued = comm.calls_issued();
-    const auto start = Clock::now();
+    if (comm.rank() == 0) flushing.set_value();
     comm.flush();
-    if (comm.rank() == 0) {
-      EXPECT_GT(seconds_since(start), 0.1) << "flush did not wait";
-    }
+    EXPECT_TRUE(joined) << "flush returned before the collective could have run";
     EXPECT_EQ(tracker.current_total(), 0u) << "the collective still holds the tensor";
     EXPECT_EQ(comm.calls_issued(), issued);
     EXPECT_EQ(comm.stats().get(CollectiveKind::kBarrier).calls, 0u);
@@ -503,27 +510,28 @@ TEST(LocalFlush, WaitsForEarlierCollectivesToDropTheirTensorsAndIsNotCounted) {
   });
 }
 
-TEST(LocalFlush, AfterAnAbortReturnsAtOnce) {
+TEST(LocalFlush, AfterAnAbortReturnsWithoutThePeer) {
   // The engine's error path: abort, then flush — a collective the other rank never joins fails
-  // instead of holding flush() until its timeout.
+  // instead of holding flush() until its timeout. Rank 1 does nothing until rank 0's flush has
+  // returned, so a flush that waited for it would hang until the 20 s timeout.
   const auto options = with_timeout(Ms(20000));
+  std::promise<void> flushed;
+  std::shared_future<void> flush_returned = flushed.get_future().share();
   const auto start = Clock::now();
   std::vector<RankOutcome> outcomes = run_collecting(2, [&](Communicator& comm) {
     if (comm.rank() == 0) {
       CpuAllocator allocator(nullptr);
       Tensor t = make(allocator, 16, DType::kF32, "t");
-      (void)comm.all_reduce(t, ReduceOp::kSum, options);  // rank 1 is not there yet
-      std::this_thread::sleep_for(Ms(50));
+      (void)comm.all_reduce(t, ReduceOp::kSum, options);  // rank 1 is not there
       comm.abort("step failed");
-      const auto flushing = Clock::now();
       comm.flush();
-      EXPECT_LT(seconds_since(flushing), 0.15) << "flush waited for the collective's peer";
+      flushed.set_value();
     } else {
-      std::this_thread::sleep_for(Ms(300));  // comes after the abort
+      flush_returned.wait();
     }
     comm.barrier(options)->wait();  // fails on both: the group is aborted
   });
-  EXPECT_LT(seconds_since(start), 2.0);
+  EXPECT_LT(seconds_since(start), 5.0) << "flush waited for the collective's peer";
   EXPECT_TRUE(outcomes[0].comm_error);
   EXPECT_TRUE(outcomes[1].comm_error);
 }
