@@ -219,6 +219,36 @@ class RankRun {
         task_(make_task(data, model_config, seq)),
         result_(result),
         seq_(seq) {
+    try {
+      set_up(model_config, local_ranks);
+    } catch (const std::exception& e) {
+      abort_group(e);
+      throw;
+    }
+  }
+
+  // A step that failed part-way leaves its forward on this thread's tape, holding tensors of
+  // this rank's allocator: drop it before the allocator goes.
+  ~RankRun() { current_tape().clear(); }
+  RankRun(const RankRun&) = delete;
+  RankRun& operator=(const RankRun&) = delete;
+
+  void run() {
+    try {
+      run_steps();
+    } catch (const std::exception& e) {
+      abort_group(e);
+      throw;
+    }
+  }
+
+ private:
+  // Fails the other ranks' pending collectives at once instead of at their timeout, before the
+  // members go (release_comm_). Under MPI this is MPI_Abort, which ends the job — as the MPI
+  // world would when this process leaves on the exception, but with the reason logged.
+  void abort_group(const std::exception& e) { comm_.abort(e.what()); }
+
+  void set_up(const models::GptConfig& model_config, int local_ranks) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ops::cpu::set_intra_op_threads(c_.threads > 0 ? c_.threads : std::max(1, cores / local_ranks));
     tracker_.set_budget(c_.memory_budget);
@@ -289,25 +319,6 @@ class RankRun {
     loader_ = std::make_unique<data::BatchLoader>(*sampler_, allocator_, lo);
   }
 
-  // A step that failed part-way leaves its forward on this thread's tape, holding tensors of
-  // this rank's allocator: drop it before the allocator goes.
-  ~RankRun() { current_tape().clear(); }
-  RankRun(const RankRun&) = delete;
-  RankRun& operator=(const RankRun&) = delete;
-
-  void run() {
-    try {
-      run_steps();
-    } catch (const std::exception& e) {
-      // Fail the other ranks' pending collectives at once instead of at their timeout, then let
-      // the members go (release_comm_). Under MPI this is MPI_Abort, which ends the job — as the
-      // MPI world would when this process leaves on the exception, but with the reason logged.
-      comm_.abort(e.what());
-      throw;
-    }
-  }
-
- private:
   void run_steps() {
     result_->world = comm_.size();
     result_->parameters = task_->model().num_parameters();
@@ -694,8 +705,8 @@ class RankRun {
     comm::Communicator* comm;
     bool detach_stream = false;
     ~ReleaseComm() {
-      // Leaving on an exception (the constructor's; run() aborted already): nothing may wait
-      // for ranks that will not come.
+      // Leaving on an exception that did not abort yet (a member's initializer): nothing may
+      // wait for ranks that will not come.
       if (std::uncaught_exceptions() > 0) comm->abort("this rank is leaving on an error");
       comm->flush();
       if (detach_stream) comm->set_compute_stream(comm::StreamRef::host());
