@@ -243,9 +243,12 @@ class RankRun {
   }
 
  private:
-  // Fails the other ranks' pending collectives at once instead of at their timeout, before the
-  // members go (release_comm_). Under MPI this is MPI_Abort, which ends the job — as the MPI
-  // world would when this process leaves on the exception, but with the reason logged.
+  // Fails pending collectives at once instead of at their timeout, before the members go
+  // (release_comm_): every rank's with the local backend (and run_gpu_ranks aborts the other
+  // threads' nccl groups); with mpi this is MPI_Abort, which ends the job — as the MPI world
+  // would when this process leaves on the exception, but with the reason logged. An nccl abort
+  // is this rank's only (NCCL does not tell the peers); under mpirun the job ends when this
+  // process leaves, through its MPI bootstrap.
   void abort_group(const std::exception& e) { comm_.abort(e.what()); }
 
   void set_up(const models::GptConfig& model_config, int local_ranks) {

@@ -86,6 +86,47 @@ void await_formed(ncclComm_t comm, Clock::time_point deadline, const std::string
   }
 }
 
+}  // namespace
+
+// Whether a group was aborted and why, shared down the split tree: raise() marks this group and
+// every live group split from it (children adopted by split()), as the local backend's abort
+// does. Thread-safe: abort() may be called from any thread; the comm thread reads it.
+struct NcclAbortFlag {
+  void raise(const std::string& why) {
+    std::vector<std::shared_ptr<NcclAbortFlag>> children;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (reason_.empty()) reason_ = why;
+      for (const std::weak_ptr<NcclAbortFlag>& weak : children_) {
+        if (std::shared_ptr<NcclAbortFlag> child = weak.lock()) children.push_back(child);
+      }
+    }
+    raised_.store(true, std::memory_order_release);
+    for (const std::shared_ptr<NcclAbortFlag>& child : children) child->raise(why);
+  }
+  bool raised() const { return raised_.load(std::memory_order_acquire); }
+  std::string reason() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return reason_;
+  }
+  // A group split from this one: aborted with it from now on (at once if this one already is).
+  void adopt(const std::shared_ptr<NcclAbortFlag>& child) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      children_.push_back(child);
+    }
+    if (raised()) child->raise(reason());
+  }
+
+ private:
+  std::mutex mutex;
+  std::string reason_;
+  std::atomic<bool> raised_{false};
+  std::vector<std::weak_ptr<NcclAbortFlag>> children_;
+};
+
+namespace {
+
 // The device-side state of one pipelined collective (backend.h, DeviceSync). Each collective
 // has its own events, recorded once: a wait_on long after the collective was issued still
 // waits for exactly that collective, and recording never races with a wait.
@@ -129,7 +170,8 @@ NcclBackend::NcclBackend(ncclComm_t comm, int device, bool nonblocking, NcclBack
       nonblocking_(nonblocking),
       options_(options),
       stream_(device),
-      done_(device) {
+      done_(device),
+      abort_flag_(std::make_shared<NcclAbortFlag>()) {
   ZS_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
   ZS_NCCL_CHECK(ncclCommCount(comm_, &size_));
   zs::cuda::DeviceGuard guard(device_);
@@ -239,7 +281,7 @@ NcclBackend::~NcclBackend() {
     zs::cuda::DeviceGuard guard(device_);
     if (barrier_word_ != nullptr) ZS_CUDA_CHECK_WARN(cudaFree(barrier_word_));
     if (comm_ == nullptr) return;  // aborted: ncclCommAbort freed it
-    if (aborted_.load(std::memory_order_acquire)) {
+    if (abort_flag_->raised()) {
       // Flagged by abort() but no call ran since: finalizing would wait for peers that aborted.
       ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
       return;
@@ -286,20 +328,12 @@ void NcclBackend::bind_thread() {
 }
 
 void NcclBackend::abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (abort_reason_.empty()) abort_reason_ = reason;
-  }
   ZS_LOG_ERROR("nccl backend rank {} of {}: aborting the group: {}", rank_, size_, reason);
-  aborted_.store(true, std::memory_order_release);
+  abort_flag_->raise(reason);
 }
 
 void NcclBackend::abort_comm(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (abort_reason_.empty()) abort_reason_ = reason;
-  }
-  aborted_.store(true, std::memory_order_release);
+  abort_flag_->raise(reason);
   if (comm_ != nullptr) {
     ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
     comm_ = nullptr;
@@ -308,12 +342,8 @@ void NcclBackend::abort_comm(const std::string& reason) {
 
 void NcclBackend::check_not_aborted(const Call& call, const std::string& what) {
   (void)call;
-  if (!aborted_.load(std::memory_order_acquire)) return;
-  std::string reason;
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    reason = abort_reason_;
-  }
+  if (!abort_flag_->raised()) return;
+  const std::string reason = abort_flag_->reason();
   abort_comm(reason);  // performs the ncclCommAbort that abort() requested, once
   ZS_THROW(CommError, what, " on rank ", rank_, " of ", size_,
            " failed: the group was aborted: ", reason);
@@ -607,7 +637,9 @@ std::unique_ptr<Backend> NcclBackend::split(int color, int key, const Call& call
   await_formed(
       new_comm, call.deadline,
       detail::concat(what, " on rank ", rank_, " of ", size_, " (forming color ", color, ")"));
-  return std::unique_ptr<Backend>(new NcclBackend(new_comm, device_, true, options_));
+  auto child = std::unique_ptr<NcclBackend>(new NcclBackend(new_comm, device_, true, options_));
+  abort_flag_->adopt(child->abort_flag_);  // an abort of this group reaches the new one
+  return child;
 #else
   (void)color;
   (void)key;

@@ -203,9 +203,9 @@ class NcclBackend final : public Backend {
   // before it). Made on first use, on the communicator thread.
   std::unique_ptr<zs::cuda::CudaAllocator> scratch_allocator_;
   int32_t* barrier_word_ = nullptr;  // one int32 of device memory (not tracked: 4 bytes)
-  std::atomic<bool> aborted_{false};
-  std::mutex abort_mutex_;
-  std::string abort_reason_;
+  // Whether (and why) this group was aborted; shared with the groups split from it, which an
+  // abort reaches too (as the local backend's groups): see NcclAbortFlag in nccl_backend.cc.
+  std::shared_ptr<struct NcclAbortFlag> abort_flag_;
 };
 
 }  // namespace zs::comm

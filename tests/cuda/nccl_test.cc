@@ -136,6 +136,27 @@ TEST_F(NcclTest, AbortedGroupFailsFastWithTheReason) {
   });
 }
 
+TEST_F(NcclTest, AnAbortReachesGroupsSplitFromTheAbortedOne) {
+  // As the local backend: aborting a group fails the groups split from it (made before or after
+  // the abort is irrelevant here: before), with the parent's reason.
+  run_ranks(backends_, [&](int rank, NcclBackend& backend) {
+    std::unique_ptr<comm::Backend> child =
+        backend.split(0, rank, make_call(CollectiveKind::kSplit, 0));
+    ASSERT_NE(child, nullptr);
+    backend.abort("parent aborted in test");
+    float* data = device_from_vector(std::vector<float>(8, 1.0f));
+    try {
+      child->all_reduce(data, 8, DType::kF32, ReduceOp::kSum,
+                        make_call(CollectiveKind::kAllReduce, 0));
+      ADD_FAILURE() << "no CommError on the split group after the parent's abort";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("parent aborted in test"), std::string::npos)
+          << e.what();
+    }
+    ZS_CUDA_CHECK(cudaFree(data));
+  });
+}
+
 TEST(NcclBootstrap, FormsAGroupOverALocalBackendAndSplitsIt) {
   // The path of a multi-process job (unique id over a CPU backend, non-blocking
   // ncclCommInitRankConfig under a deadline), with ranks as threads and the local backend as
