@@ -64,6 +64,22 @@ struct Saved {
   int32_t ignore_index = kDefaultIgnoreIndex;
 };
 
+// The fp32 [rows] buffers of a forward on either device: the row max and log-sum-exp, saved for
+// backward (activations) when recording and scratch otherwise, and the row losses (scratch).
+struct RowBuffers {
+  Tensor row_max;
+  Tensor log_sum;
+  Tensor row_loss;
+};
+RowBuffers row_buffers(const Tensor& logits, int64_t rows, bool record) {
+  auto per_row = [&](const char* what) {
+    return record ? detail::new_output({rows}, DType::kF32, logits, what)
+                  : detail::new_workspace({rows}, logits, what);
+  };
+  return {per_row("cross_entropy row max"), per_row("cross_entropy log-sum-exp"),
+          detail::new_workspace({rows}, logits, "cross_entropy row losses")};
+}
+
 // What both devices save for backward: the inputs, the row statistics and the shape.
 Saved saved_rows(const Tensor& logits, const Tensor& targets, const Tensor& row_max,
                  const Tensor& log_sum, int32_t ignore_index) {
@@ -135,14 +151,10 @@ Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t i
                           int64_t rows, int64_t vocab) {
   cuda::OpContext ctx(kOp, {&logits, &targets});
   const bool record = needs_grad({&logits});
-  // As the CPU path: saved for backward (activations) when recording, scratch otherwise.
-  auto per_row = [&](const char* what) {
-    return record ? detail::new_output({rows}, DType::kF32, logits, what)
-                  : detail::new_workspace({rows}, logits, what);
-  };
-  Tensor row_maxes = per_row("cross_entropy row max");
-  Tensor log_sums = per_row("cross_entropy log-sum-exp");
-  Tensor row_losses = detail::new_workspace({rows}, logits, "cross_entropy row losses");
+  const RowBuffers buffers = row_buffers(logits, rows, record);
+  const Tensor& row_maxes = buffers.row_max;
+  const Tensor& log_sums = buffers.log_sum;
+  const Tensor& row_losses = buffers.row_loss;
   Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
   // The valid count (int64, elements 0-1: the allocation is aligned) and the bad-row flag
   // (element 2) share one tensor, so that one download reads both. Saved with the row statistics
@@ -226,14 +238,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   }
 
   const bool record = needs_grad({&logits});
-  // Saved for backward (activations) when recording, scratch otherwise.
-  auto per_row = [&](const char* what) {
-    return record ? detail::new_output({rows}, DType::kF32, logits, what)
-                  : detail::new_workspace({rows}, logits, what);
-  };
-  Tensor row_maxes = per_row("cross_entropy row max");
-  Tensor log_sums = per_row("cross_entropy log-sum-exp");
-  Tensor row_losses = detail::new_workspace({rows}, logits, "cross_entropy row losses");
+  const RowBuffers buffers = row_buffers(logits, rows, record);
+  const Tensor& row_maxes = buffers.row_max;
+  const Tensor& log_sums = buffers.log_sum;
+  const Tensor& row_losses = buffers.row_loss;
   float* row_max = row_maxes.data<float>();
   float* log_sum = log_sums.data<float>();
   float* row_loss = row_losses.data<float>();

@@ -57,6 +57,14 @@ struct AttentionShape {
   DType dtype;
 };
 
+// The shapes both passes are compared on: T not a multiple of 64 (nor of 32), D = 64 and 128,
+// both masks, both 16-bit dtypes.
+const AttentionShape kShapes[] = {
+    {2, 100, 3, 64, true, DType::kF16},  {2, 100, 3, 64, false, DType::kF16},
+    {2, 100, 3, 64, true, DType::kBF16}, {2, 100, 3, 64, false, DType::kBF16},
+    {1, 77, 2, 128, true, DType::kF16},  {1, 77, 2, 128, false, DType::kBF16},
+    {3, 129, 1, 128, true, DType::kBF16}};
+
 void PrintTo(const AttentionShape& s, std::ostream* os) {
   *os << "[B=" << s.batch << ", T=" << s.seq << ", H=" << s.heads << ", D=" << s.head_dim
       << (s.causal ? ", causal, " : ", bidirectional, ") << dtype_name(s.dtype) << "]";
@@ -176,16 +184,7 @@ TEST_P(CudnnAttentionMatchTest, MatchesThePlainKernel) {
   EXPECT_EQ(download(again_lse).to_vector(), download(lse).to_vector());
 }
 
-// T not a multiple of 64 (nor of 32), D = 64 and 128, both masks, both 16-bit dtypes.
-INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttentionMatchTest,
-                         ::testing::Values(AttentionShape{2, 100, 3, 64, true, DType::kF16},
-                                           AttentionShape{2, 100, 3, 64, false, DType::kF16},
-                                           AttentionShape{2, 100, 3, 64, true, DType::kBF16},
-                                           AttentionShape{2, 100, 3, 64, false, DType::kBF16},
-                                           AttentionShape{1, 77, 2, 128, true, DType::kF16},
-                                           AttentionShape{1, 77, 2, 128, false, DType::kBF16},
-                                           AttentionShape{3, 129, 1, 128, true, DType::kBF16}),
-                         shape_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttentionMatchTest, ::testing::ValuesIn(kShapes), shape_name);
 
 class CudnnAttentionBackwardTest : public CudnnAttentionTest,
                                    public ::testing::WithParamInterface<AttentionShape> {};
@@ -231,15 +230,7 @@ TEST_P(CudnnAttentionBackwardTest, MatchesThePlainKernel) {
                          s.dtype, 4, "accumulated dqkv");
 }
 
-// The forward's shapes: T not a multiple of 64 (nor 32), D = 64 and 128, both masks and dtypes.
-INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttentionBackwardTest,
-                         ::testing::Values(AttentionShape{2, 100, 3, 64, true, DType::kF16},
-                                           AttentionShape{2, 100, 3, 64, false, DType::kF16},
-                                           AttentionShape{2, 100, 3, 64, true, DType::kBF16},
-                                           AttentionShape{2, 100, 3, 64, false, DType::kBF16},
-                                           AttentionShape{1, 77, 2, 128, true, DType::kF16},
-                                           AttentionShape{1, 77, 2, 128, false, DType::kBF16},
-                                           AttentionShape{3, 129, 1, 128, true, DType::kBF16}),
+INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttentionBackwardTest, ::testing::ValuesIn(kShapes),
                          shape_name);
 
 class CudnnAttentionOpTest : public CudnnAttentionTest,
