@@ -59,7 +59,6 @@
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
 #include "sharding/sharded_model.h"
-#include "train/shard_views.h"
 
 namespace {
 
@@ -194,7 +193,7 @@ Result run(const RunConfig& config, const Workload& work) {
         zs::sharding::ShardedModel sharded(model, comm, allocator, sharding);
         zs::optim::AdamWOptions adam;
         adam.weight_decay = 0.01f;
-        zs::optim::AdamW optimizer(zs::train::optimizer_views(sharded), adam);
+        zs::optim::AdamW optimizer(sharded.local_shards(), adam);
         report.units = sharded.units().size();
 
         // Random tokens, fixed across steps (the data does not change the work).

@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
       zs::sharding::ShardedModel sharded(model, comm, allocator, sharding);
       zs::optim::AdamWOptions adam;
       adam.weight_decay = 0.01f;
-      const std::vector<zs::optim::ShardView> views = zs::train::optimizer_views(sharded);
+      const std::vector<zs::optim::ShardView> views = sharded.local_shards();
       zs::optim::AdamW optimizer(views, adam);
       const auto schedule = zs::optim::LrSchedule::warmup_cosine(1e-3f, 1e-4f, 20, steps);
 

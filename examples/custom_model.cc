@@ -26,7 +26,6 @@
 #include "runtime/logging.h"
 #include "runtime/rng.h"
 #include "sharding/sharded_model.h"
-#include "train/shard_views.h"
 
 using zs::Tensor;
 using zs::models::Linear;
@@ -112,7 +111,7 @@ int main(int argc, char** argv) {
       // The optimizer sees only this rank's shard of each unit (master weights + gradients).
       zs::optim::AdamWOptions adam;
       adam.weight_decay = 0.01f;
-      zs::optim::AdamW optimizer(zs::train::optimizer_views(sharded), adam);
+      zs::optim::AdamW optimizer(sharded.local_shards(), adam);
       if (comm.rank() == 0) {
         ZS_LOG_INFO("regressor: {} parameters in {} units, ZeRO stage {} on {} ranks",
                     model.num_parameters(), sharded.units().size(), stage, ranks);

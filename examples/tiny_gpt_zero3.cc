@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
       zs::optim::AdamWOptions adam;
       adam.beta2 = 0.95f;
       adam.weight_decay = 0.01f;
-      const std::vector<zs::optim::ShardView> views = zs::train::optimizer_views(sharded);
+      const std::vector<zs::optim::ShardView> views = sharded.local_shards();
       zs::optim::AdamW optimizer(views, adam);
       const auto schedule = zs::optim::LrSchedule::warmup_cosine(3e-3f, 3e-4f, 20, steps);
       if (lead) {

@@ -49,6 +49,7 @@ void scale_view(const ShardView& view, float coefficient) {
 
 double grad_sum_of_squares(const ShardView& view) {
   check_shard_view(view, "grad_sum_of_squares");
+  if (view.gate) view.gate->check(GradientUse::kRead, "grad_sum_of_squares");
   const std::vector<Segment> segments = normalize_segments(
       view.segments, view.master.numel(), "grad_sum_of_squares view '" + view.name + "'");
   if (segments.empty()) return 0.0;
@@ -102,6 +103,7 @@ float clip_coefficient(float total_norm, float max_norm) {
 
 void scale_grads(const std::vector<ShardView>& views, float coefficient) {
   ZS_CHECK(std::isfinite(coefficient), "scale_grads: coefficient ", coefficient, " must be finite");
+  check_gradient_gates(views, GradientUse::kRead, "scale_grads");
   if (coefficient == 1.0f) return;
   for (const ShardView& view : views) scale_view(view, coefficient);
 }

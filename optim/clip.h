@@ -23,6 +23,9 @@
 // The communication layer moves fp32 (not fp64): each rank's fp64 sum is rounded to fp32 once
 // before the all-reduce, which adds in rank order; every rank gets the same bits.
 //
+// Views with a gate (the sharding engine's, runtime/shard_view.h) are read and scaled only while
+// it says the step's gradients are complete (after finish_backward, before the next backward).
+//
 // Thread-safety: global_grad_norm and clip_grad_norm are collectives on `comm` (every rank of
 // the group calls them, in the same order as its other collectives); the loops use the calling
 // thread's OpenMP team. Gradients are written only by scale_grads and clip_grad_norm.

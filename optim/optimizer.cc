@@ -1,6 +1,7 @@
 // The optimizer base: views, eager state allocation, the step loop, state access.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/memory_tracker.h"
@@ -62,6 +63,13 @@ Tensor Optimizer::resolved_grad(const Slot& slot) const {
 void Optimizer::step(float lr) {
   ZS_CHECK(std::isfinite(lr) && lr >= 0.0f, kind_, ": learning rate ", lr,
            " must be finite and >= 0; check the schedule");
+  // Every gate agrees before anything changes.
+  std::vector<GradientGate*> gates;  // each once
+  for (const Slot& slot : slots_) {
+    GradientGate* gate = slot.view.gate.get();
+    if (gate && std::find(gates.begin(), gates.end(), gate) == gates.end()) gates.push_back(gate);
+  }
+  for (GradientGate* gate : gates) gate->check(GradientUse::kStep, kind_);
   ++steps_;
   for (const Slot& slot : slots_) {
     if (slot.grad_from_autograd) {
@@ -74,6 +82,7 @@ void Optimizer::step(float lr) {
       update(slot.view, slot.state, lr, steps_);
     }
   }
+  for (GradientGate* gate : gates) gate->stepped();
 }
 
 void Optimizer::zero_grad() {
@@ -92,16 +101,6 @@ void Optimizer::set_steps(int64_t steps) {
 const ShardView& Optimizer::view(size_t i) const {
   ZS_CHECK(i < slots_.size(), kind_, ": view ", i, " does not exist (", slots_.size(), " views)");
   return slots_[i].view;
-}
-
-void Optimizer::set_grad(size_t i, const Tensor& grad) {
-  (void)view(i);
-  Slot& slot = slots_[i];
-  ShardView checked = slot.view;
-  checked.grad = grad;
-  check_shard_view(checked, kind_);
-  slot.view.grad = grad;
-  slot.grad_from_autograd = false;
 }
 
 std::vector<ShardView> Optimizer::grad_views() const {

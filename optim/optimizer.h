@@ -38,7 +38,10 @@ class Optimizer {
 
   // One update of every view at learning rate `lr` (the schedule's value). steps() is
   // incremented first: the first call runs step t = 1. A view built from a whole parameter that
-  // has no gradient yet is skipped. lr must be finite and >= 0.
+  // has no gradient yet is skipped. lr must be finite and >= 0. Views with a gate
+  // (runtime/shard_view.h: the sharding engine's) are checked before any update — a step on
+  // gradients that finish_backward has not completed, or a second step on the same gradients,
+  // throws and changes nothing — and told afterwards that the step ran.
   void step(float lr);
   // Zeroes the gradient of every view (whole gradient tensors, padding included; for whole
   // parameters, only the gradients already allocated).
@@ -52,10 +55,6 @@ class Optimizer {
   // View i as given to the constructor, its segments normalized. For a whole parameter, grad is
   // undefined: the step reads master.grad().
   const ShardView& view(size_t i) const;
-  // Replaces the gradient that view i reads (fp32, the master's numel), for an engine that
-  // re-creates its gradient shard buffers. For a whole-parameter view this stops it from reading
-  // master.grad().
-  void set_grad(size_t i, const Tensor& grad);
   // Views whose gradient is defined right now, with grad filled in (whole parameters: their
   // autograd gradient): what clip_grad_norm and the loss scaler's unscale take.
   std::vector<ShardView> grad_views() const;

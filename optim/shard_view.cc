@@ -73,6 +73,7 @@ ShardView slice_view(const ShardView& view, int64_t begin, int64_t end) {
            ") is not inside view '", view.name, "' of ", numel, " elements");
   ShardView out;
   out.name = view.name;
+  out.gate = view.gate;
   out.master = flat_range(view.master, begin, end);
   if (view.grad.defined()) out.grad = flat_range(view.grad, begin, end);
   for (const Segment& s : view.segments) {
@@ -90,6 +91,17 @@ ShardView whole_tensor_view(const Tensor& param, const Tensor& grad, bool decay)
   view.grad = grad;
   view.segments = {{0, param.numel(), decay}};
   return view;
+}
+
+void check_gradient_gates(const std::vector<ShardView>& views, GradientUse use,
+                          const char* consumer) {
+  const GradientGate* last = nullptr;
+  for (const ShardView& view : views) {
+    // Views of one producer share its gate and sit next to each other: ask it once.
+    if (view.gate == nullptr || view.gate.get() == last) continue;
+    view.gate->check(use, consumer);
+    last = view.gate.get();
+  }
 }
 
 int64_t covered_numel(const ShardView& view) {

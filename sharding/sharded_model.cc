@@ -11,18 +11,17 @@
 #include "runtime/autograd.h"
 #include "runtime/logging.h"
 #include "runtime/rng.h"
+#include "sharding/step_order.h"
 #include "sharding/unit_plan.h"
 
 namespace zs::sharding {
 
-struct ShardedModel::Unit {
-  std::string name;
-  models::Module* module = nullptr;
-  std::vector<models::Parameter*> params;
-  std::vector<int64_t> offsets;  // element offset of each parameter in the flat buffer
-  int64_t numel = 0;
-  int64_t padded = 0;
+// A unit of the plan (name, module, parameters and their offsets) with its buffers.
+struct ShardedModel::Unit : UnitPlan {
+  explicit Unit(UnitPlan plan) : UnitPlan(std::move(plan)) {}
+  int64_t padded = 0;  // padded_numel (sharding/unit_plan.h)
   int64_t shard = 0;
+  int64_t own_begin = 0;  // the rank's master elements in the flat buffer: [own_begin, + master)
   std::shared_ptr<Storage> full_storage;  // the unit's full (gathered) parameters, param_dtype
   Tensor full;                            // flat view of full_storage
   Tensor master;         // fp32: stage 0 the whole flat buffer (= full in fp32), else the slice
@@ -33,13 +32,8 @@ struct ShardedModel::Unit {
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
   comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
+  bool stays_gathered = false;  // StagePolicy::stays_gathered
 };
-
-namespace {
-
-int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-}  // namespace
 
 const char* ddp_sync_name(DdpSync sync) {
   switch (sync) {
@@ -108,44 +102,42 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     inter_group_ = comm.split(comm.rank() % g, comm.rank());
     shard_comm_ = intra_group_.get();
   }
+  policy_ = StagePolicy::make(config.stage, config.hybrid_group > 0);
+  step_order_ = std::make_shared<StepOrder>();
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();
 
   // Units: modules the wrap policy matches (by type, or by holding at least
   // wrap_min_parameters not yet claimed) claim their subtree's parameters, inner units first;
-  // the root takes the rest. sharding/unit_plan.h holds the rule; the plan is in forward order
-  // (pre-order of the modules) for deterministic naming and collective order.
+  // the root takes the rest. sharding/unit_plan.h holds the rule and the offsets; the plan is in
+  // forward order (pre-order of the modules) for deterministic naming and collective order.
   for (UnitPlan& planned : plan_units(root, config.wrap_types, config.wrap_min_parameters)) {
-    auto unit = std::make_unique<Unit>();
-    unit->name = std::move(planned.name);
-    unit->module = planned.module;
-    unit->params = std::move(planned.parameters);
-    units_.push_back(std::move(unit));
+    units_.push_back(std::make_unique<Unit>(std::move(planned)));
   }
 
   std::set<uint32_t> streams;
   for (auto& unit_ptr : units_) {
     Unit& u = *unit_ptr;
-    for (models::Parameter* p : u.params) {
+    for (models::Parameter* p : u.parameters) {
       ZS_CHECK(p->dtype() == DType::kF32, "sharding: parameter '", p->name(), "' is ",
                dtype_name(p->dtype()),
                "; masters are fp32 (set the compute dtype with "
                "param_dtype, not on the declaration)");
       ZS_CHECK(streams.insert(stream_id(p->name())).second, "parameter '", p->name(),
                "' has the same RNG stream id as an earlier parameter; rename one of them");
-      u.offsets.push_back(u.numel);
-      u.numel += p->numel();
     }
-    u.padded = round_up(std::max<int64_t>(u.numel, 1), world * config.alignment);
-    u.shard = u.padded / world;
+    u.padded = padded_numel(u.numel, world, config.alignment);
+    u.shard = shard_numel(u.numel, world, config.alignment);
+    u.own_begin = policy_.master_begin(rank, u.shard);
 
     // Full buffer (parameters category) and views bound to the parameters.
     u.full_storage = Storage::create(allocator, static_cast<size_t>(u.padded) * param_size,
                                      MemoryCategory::kParameters, "unit " + u.name + " params");
     u.full = Tensor::from_storage(u.full_storage, 0, {u.padded}, param_dtype, u.name + " flat");
     u.full_bytes = u.full_storage->nbytes();
-    for (size_t i = 0; i < u.params.size(); ++i) {
-      models::Parameter* p = u.params[i];
+    u.stays_gathered = policy_.stays_gathered(u.full_bytes, config.keep_gathered_below_bytes);
+    for (size_t i = 0; i < u.parameters.size(); ++i) {
+      models::Parameter* p = u.parameters[i];
       Tensor view =
           Tensor::from_storage(u.full_storage, static_cast<size_t>(u.offsets[i]) * param_size,
                                p->shape(), param_dtype, p->name());
@@ -154,17 +146,18 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
 
     // Sharded init: each rank fills exactly the elements it owns (stage 0: all of them).
-    const int64_t own_begin = config.stage == 0 ? 0 : rank * u.shard;
-    const int64_t own_end = config.stage == 0 ? u.padded : own_begin + u.shard;
+    const int64_t own_begin = u.own_begin;
+    const int64_t own_end = own_begin + policy_.master_numel(u.padded, u.shard);
     const bool fp32_params = param_dtype == DType::kF32;
-    if (config.stage == 0) {
+    if (!policy_.masters_sharded) {
       u.master = fp32_params
                      ? u.full
                      : Tensor::empty({u.padded}, DType::kF32, allocator,
                                      MemoryCategory::kMasterWeights, "unit " + u.name + " master");
     } else {
-      // In fp32, stage 3's shard is the parameter itself; otherwise it is a master copy.
-      const MemoryCategory category = config.stage == 3 && fp32_params
+      // In fp32, a shard whose full parameters do not persist (stage 3) is the parameter itself;
+      // otherwise it is a master copy.
+      const MemoryCategory category = !policy_.full_params_persist && fp32_params
                                           ? MemoryCategory::kParameters
                                           : MemoryCategory::kMasterWeights;
       u.master = Tensor::zeros({u.shard}, DType::kF32, allocator, category,
@@ -175,33 +168,33 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     std::vector<float> host_master;
     if (on_device_) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
     float* master = on_device_ ? host_master.data() : u.master.data<float>();
-    if (config.stage == 0 && !on_device_) std::fill(master, master + u.padded, 0.0f);
-    LocalShard local;
-    local.unit = u.name;
-    for (size_t i = 0; i < u.params.size(); ++i) {
+    // (Tensor::zeros made the sharded masters; stage 0's may be the uninitialized full buffer.)
+    if (!policy_.masters_sharded && !on_device_) std::fill(master, master + u.padded, 0.0f);
+    ShardView local;
+    local.name = u.name;
+    local.gate = step_order_;
+    for (size_t i = 0; i < u.parameters.size(); ++i) {
+      models::Parameter& p = *u.parameters[i];
       const int64_t p_begin = u.offsets[i];
-      const int64_t p_end = p_begin + u.params[i]->numel();
       const int64_t begin = std::max(p_begin, own_begin);
-      const int64_t end = std::min(p_end, own_end);
+      const int64_t end = std::min(p_begin + p.numel(), own_end);
       if (begin >= end) continue;
-      u.params[i]->init().fill(master + (begin - own_begin), static_cast<uint64_t>(begin - p_begin),
-                               static_cast<size_t>(end - begin), config.seed, u.params[i]->name());
-      local.segments.push_back(
-          {begin - own_begin, end - own_begin, u.params[i]->decay(), u.params[i]->name()});
+      p.init().fill(master + (begin - own_begin), static_cast<uint64_t>(begin - p_begin),
+                    static_cast<size_t>(end - begin), config.seed, p.name());
+      local.segments.push_back({begin - own_begin, end - own_begin, p.decay()});
     }
     if (on_device_) u.master.copy_from(host_master);
     // Gradient buffers that live for the whole run. Stage 0 in fp32 reduces in place: the
     // fp32 gradient is the flat gradient buffer itself (until a second micro-batch needs a
     // separate accumulator, see install_grad_buffer).
-    const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
-    if (config.stage <= 1) {
+    if (policy_.full_grads_persist) {
       u.grad_full = Tensor::zeros({u.padded}, param_dtype, allocator, MemoryCategory::kGradients,
                                   "unit " + u.name + " grads");
     }
-    if (config.stage == 0 && fp32_grads) {
+    if (reduces_in_place()) {
       u.grad = u.grad_full;
     } else {
-      u.grad = Tensor::zeros({config.stage == 0 ? u.padded : u.shard}, DType::kF32, allocator,
+      u.grad = Tensor::zeros({policy_.master_numel(u.padded, u.shard)}, DType::kF32, allocator,
                              MemoryCategory::kGradients, "unit " + u.name + " fp32 grads");
     }
     local.master = u.master;
@@ -210,28 +203,31 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
 
     // Compute copies: stage 0 casts the master into the full buffer; stages 1–3 keep the slice
     // in param_dtype; stages 1/2 gather the full parameters once now, stage 3 just in time.
-    if (config.stage > 0) {
+    if (policy_.masters_sharded) {
       u.compute_shard =
           fp32_params ? u.master
                       : Tensor::empty({u.shard}, param_dtype, allocator,
                                       MemoryCategory::kParameters, "unit " + u.name + " shard");
     }
     refresh_compute_copy(u);
-    if (config.stage == 1 || config.stage == 2) {
-      shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
-    } else if (config.stage == 3) {
+    if (!policy_.full_params_persist) {
       u.full_storage->release();
-      if (u.full_bytes < config.keep_gathered_below_bytes) gather(u);  // gathered for good
+      if (u.stays_gathered) gather(u);  // gathered for good
+    } else if (policy_.masters_sharded) {
+      shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
     }
 
     // Boundaries around the unit's forward.
     Unit* unit = &u;
     u.module->add_pre_hook([this, unit](models::Module& module, const Tensor&) {
-      if (&module == &root_) forward_schedule_.position = 0;  // a new forward pass
+      if (&module == &root_) {  // a new forward pass
+        step_order_->forward(grad_enabled());
+        forward_schedule_.position = 0;
+      }
       on_unit_start(forward_schedule_, *unit, "forward");
       // Runs last in backward for this unit: its gradients are complete.
       record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
-        if (config_.stage != 1) reduce_grads(*unit);  // stage 1 reduces in finish_backward
+        if (policy_.reduce_timing == ReduceTiming::kPerUnit) reduce_grads(*unit);
         release(*unit);
         if (unit->module == &root_) backward_schedule_.complete = true;
       });
@@ -239,7 +235,10 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     u.module->add_post_hook([this, unit](models::Module&, const Tensor&, const Tensor& output) {
       // Runs first in backward for this unit: parameters back, gradient buffer in place.
       record_boundary("unit_end " + unit->name, [this, unit](BackwardContext&) {
-        if (unit->module == &root_) backward_schedule_.position = 0;  // a new backward pass
+        if (unit->module == &root_) {  // a new backward pass
+          step_order_->backward();
+          backward_schedule_.position = 0;
+        }
         on_unit_start(backward_schedule_, *unit, "backward");
         install_grad_buffer(*unit);
       });
@@ -271,7 +270,7 @@ void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pas
   ++schedule.position;
   gather(unit);
   // Start the next unit's all-gather so it overlaps this unit's compute.
-  if (config_.stage == 3 && prefetching() && schedule.complete &&
+  if (!policy_.full_params_persist && prefetching() && schedule.complete &&
       schedule.position < schedule.recorded.size()) {
     Unit& next = *schedule.recorded[schedule.position];
     if (next.full_storage->is_released() &&
@@ -290,7 +289,7 @@ void ShardedModel::start_gather(Unit& u) {
 }
 
 void ShardedModel::gather(Unit& u) {
-  if (config_.stage != 3) return;
+  if (policy_.full_params_persist) return;
   if (u.full_storage->is_released()) start_gather(u);
   if (u.gathering) {
     // The unit's kernels are enqueued after this: on a device they wait for the all-gather on
@@ -301,7 +300,7 @@ void ShardedModel::gather(Unit& u) {
 }
 
 void ShardedModel::release(Unit& u) {
-  if (config_.stage != 3 || u.full_bytes < config_.keep_gathered_below_bytes) return;
+  if (u.stays_gathered) return;
   if (u.full_storage->is_released()) return;
   // Never free memory a collective is still writing. On a device, the free below is enqueued on
   // the allocator's stream — the compute stream — after its wait for the all-gather, so the
@@ -316,13 +315,11 @@ void ShardedModel::release(Unit& u) {
 
 void ShardedModel::install_grad_buffer(Unit& u) {
   const DType param_dtype = config_.param_dtype;
-  if (config_.stage >= 2) {
+  if (!policy_.full_grads_persist) {
     u.grad_full = Tensor::zeros({u.padded}, param_dtype, allocator_, MemoryCategory::kGradients,
                                 "unit " + u.name + " grads");
   } else {
-    const bool in_place = config_.stage == 0 && config_.param_dtype == DType::kF32 &&
-                          config_.reduce_dtype == DType::kF32;
-    if (in_place) {
+    if (reduces_in_place()) {
       // Stage 0 in fp32 reduces the step's first micro-batch in place in the fp32 gradient;
       // later micro-batches get a temporary buffer whose reduced values are added to it.
       u.grad_full = accumulating_ ? Tensor::empty({u.padded}, DType::kF32, allocator_,
@@ -333,8 +330,8 @@ void ShardedModel::install_grad_buffer(Unit& u) {
     ops::fill_(u.grad_full, 0.0f);
   }
   const size_t size = dtype_size(param_dtype);
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    models::Parameter* p = u.params[i];
+  for (size_t i = 0; i < u.parameters.size(); ++i) {
+    models::Parameter* p = u.parameters[i];
     p->tensor().set_grad(Tensor::from_storage(u.grad_full.storage(),
                                               static_cast<size_t>(u.offsets[i]) * size, p->shape(),
                                               param_dtype, "grad of " + p->name()));
@@ -359,7 +356,7 @@ void ShardedModel::wait_for_reductions(size_t keep) {
 }
 
 void ShardedModel::reduce_grads(Unit& u) {
-  if (config_.stage >= 2 && config_.max_reductions_in_flight > 0) {
+  if (!policy_.full_grads_persist && config_.max_reductions_in_flight > 0) {
     // Rate limit: make room for this unit's reduction before its send buffer is allocated, so
     // at most max_reductions_in_flight reductions (this one included) hold full gradients.
     wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
@@ -372,7 +369,7 @@ void ShardedModel::reduce_grads(Unit& u) {
                          "unit " + u.name + " grads to reduce");
     ops::copy_(send, u.grad_full);
   }
-  if (config_.stage == 0) {
+  if (policy_.reduce_collective == GradientCollective::kAllReduce) {
     switch (config_.ddp_sync) {
       case DdpSync::kBucketed:
         u.reductions.push_back(shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options));
@@ -380,8 +377,8 @@ void ShardedModel::reduce_grads(Unit& u) {
       case DdpSync::kPerTensor: {
         // Each parameter's gradient on its own (views of `send`; the Works keep it alive).
         const size_t size = dtype_size(send.dtype());
-        for (size_t i = 0; i < u.params.size(); ++i) {
-          const models::Parameter& p = *u.params[i];
+        for (size_t i = 0; i < u.parameters.size(); ++i) {
+          const models::Parameter& p = *u.parameters[i];
           const Tensor gradient = Tensor::from_storage(
               send.storage(), send.offset_bytes() + static_cast<size_t>(u.offsets[i]) * size,
               {p.numel()}, send.dtype(), "gradient of " + p.name());
@@ -405,9 +402,9 @@ void ShardedModel::reduce_grads(Unit& u) {
     u.reductions.push_back(shard_comm_->reduce_scatter(send, direct ? u.grad : u.reduced,
                                                        comm::ReduceOp::kAvg, options));
   }
-  if (config_.stage >= 2) {
+  if (!policy_.full_grads_persist) {
     // The Work keeps the full gradient alive until the reduction has read it.
-    for (models::Parameter* p : u.params) p->tensor().set_grad(Tensor());
+    for (models::Parameter* p : u.parameters) p->tensor().set_grad(Tensor());
     u.grad_full = Tensor();
     reducing_.push_back(&u);
   }
@@ -442,7 +439,7 @@ void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
   if (config_.param_dtype == DType::kF32) return;  // the compute copy is the master itself
-  if (config_.stage == 0) {
+  if (!policy_.masters_sharded) {
     ops::copy_(u.full, u.master);
   } else {
     ops::copy_(u.compute_shard, u.master);
@@ -450,7 +447,8 @@ void ShardedModel::refresh_compute_copy(Unit& u) {
 }
 
 void ShardedModel::finish_backward() {
-  if (config_.stage == 1) {
+  step_order_->finish_backward();
+  if (policy_.reduce_timing == ReduceTiming::kEndOfBackward) {
     for (auto& u : units_) reduce_grads(*u);
   }
   reducing_.clear();  // every reduction is waited for below
@@ -461,7 +459,7 @@ void ShardedModel::finish_backward() {
     // optimizer's scalar collectives at the latest); on the CPU this is wait().
     for (comm::WorkPtr& work : u->reductions) work->wait_on(stream);
     u->reductions.clear();
-    if (inter_group_) {
+    if (policy_.all_reduce_across_groups) {
       // Hybrid: average the in-group result over the replicas (equal group sizes, so the mean
       // of the group means is the global mean).
       const Tensor& result = u->reduced.defined() ? u->reduced : u->grad;
@@ -484,6 +482,7 @@ void ShardedModel::finish_backward() {
 }
 
 void ShardedModel::after_step() {
+  step_order_->after_step();
   accumulating_ = false;
   refresh_full_parameters();
 }
@@ -499,8 +498,7 @@ void ShardedModel::refresh_full_parameters() {
       u->gathering->wait_on(compute_stream());
       u->gathering = nullptr;
     }
-    const bool gathered = config_.stage == 3 && !u->full_storage->is_released();
-    if (config_.stage == 1 || config_.stage == 2 || gathered) {
+    if (policy_.gather_after_step && !u->full_storage->is_released()) {
       works.push_back(
           shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
     }
@@ -511,7 +509,6 @@ void ShardedModel::refresh_full_parameters() {
 }
 
 void ShardedModel::load_full_parameters(const ParameterFill& fill) {
-  const int rank = shard_comm_->rank();
   // Stage: each unit's owned elements (the master's layout; padding and elements of no
   // parameter keep their current values), filled parameter by parameter through one buffer of
   // the largest parameter's numel. Any error here — the fill, or a workspace allocation over
@@ -527,7 +524,7 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   try {
     int64_t largest = 1;
     for (const auto& u : units_) {
-      for (models::Parameter* p : u->params) largest = std::max(largest, p->numel());
+      for (models::Parameter* p : u->parameters) largest = std::max(largest, p->numel());
     }
     Tensor buffer = Tensor::empty({largest}, DType::kF32, staging, MemoryCategory::kWorkspace,
                                   "parameter to load");
@@ -542,10 +539,10 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
         ops::copy_(stage, u->master);
       }
       float* owned = stage.data<float>();
-      const int64_t own_begin = config_.stage == 0 ? 0 : rank * u->shard;
-      const int64_t own_end = config_.stage == 0 ? u->padded : own_begin + u->shard;
-      for (size_t i = 0; i < u->params.size(); ++i) {
-        models::Parameter* p = u->params[i];
+      const int64_t own_begin = u->own_begin;
+      const int64_t own_end = own_begin + u->master.numel();
+      for (size_t i = 0; i < u->parameters.size(); ++i) {
+        models::Parameter* p = u->parameters[i];
         failed_parameter = p->name();
         std::fill(values, values + p->numel(), 0.0f);
         fill(p->name(), p->shape(), values);
@@ -598,7 +595,7 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
   std::exception_ptr error;
   for (const auto& u : units_) {
     Tensor full = u->master;  // stage 0: the whole flat fp32 master
-    if (config_.stage != 0) {
+    if (policy_.masters_sharded) {
       full = Tensor::empty({u->padded}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
                            "unit " + u->name + " gathered masters");
       shard_comm_->all_gather(u->master, full, {comm::default_timeout(), u->name + " masters"})
@@ -611,8 +608,8 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
       std::vector<float> host;
       if (on_device_) host = full.to_vector();
       const float* values = on_device_ ? host.data() : full.data<float>();
-      for (size_t i = 0; i < u->params.size(); ++i) {
-        visit(u->params[i]->name(), u->params[i]->shape(), values + u->offsets[i]);
+      for (size_t i = 0; i < u->parameters.size(); ++i) {
+        visit(u->parameters[i]->name(), u->parameters[i]->shape(), values + u->offsets[i]);
       }
     } catch (...) {
       error = std::current_exception();
@@ -624,7 +621,8 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
 std::vector<ShardedModel::UnitInfo> ShardedModel::units() const {
   std::vector<UnitInfo> out;
   for (const auto& u : units_) {
-    out.push_back({u->name, u->numel, u->padded, u->shard, u->params.size()});
+    out.push_back(
+        {u->name, u->numel, u->padded, u->shard, u->parameters.size(), u->stays_gathered});
   }
   return out;
 }

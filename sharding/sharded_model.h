@@ -80,8 +80,19 @@
 // DdpSync::kGatherScatter reduces on rank 0's host and is refused on a device. On the CPU,
 // wait_on is wait(): the CPU schedule is unchanged.
 //
-// A step: forward + backward (+ finish_backward()) per micro-batch, then the optimizer over
-// local_shards(), then after_step().
+// What each stage keeps, frees and communicates is one StagePolicy (sharding/stage_policy.h),
+// made from (stage, hybrid) at construction and asked here; units are built from the UnitPlan
+// (sharding/unit_plan.h) that zs-mem sizes too: one offset and padding computation.
+//
+// A step, in this order: forward + backward + finish_backward() per micro-batch, then the
+// optimizer over local_shards() (after any clipping), then after_step(). The order is enforced
+// (sharding/step_order.h): a call out of it — an optimizer step or clipping before
+// finish_backward(), a second backward before finish_backward(), a forward, backward or second
+// optimizer step before after_step(), finish_backward() or after_step() without a backward — is
+// an InvalidArgument naming the missed call. finish_backward() stays an explicit call (it is
+// where the host waits for the step's reductions). The local shards carry the check as their
+// gradient gate (runtime/shard_view.h), so optimizers and clipping enforce it without knowing
+// this class.
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once
 
@@ -95,6 +106,8 @@
 #include "comm/communicator.h"
 #include "models/module.h"
 #include "runtime/allocator.h"
+#include "runtime/shard_view.h"
+#include "sharding/stage_policy.h"
 
 namespace zs::sharding {
 
@@ -167,21 +180,7 @@ struct ShardingConfig {
   int max_reductions_in_flight = 2;
 };
 
-// A contiguous run of parameter elements inside a rank's local master shard.
-struct ShardSegment {
-  int64_t begin = 0;  // offset in the local shard (elements)
-  int64_t end = 0;
-  bool decay = true;
-  std::string parameter;  // its name
-};
-
-// What the optimizer updates on this rank for one unit.
-struct LocalShard {
-  std::string unit;
-  Tensor master;  // fp32, the rank's slice (stage 0: the whole padded flat buffer)
-  Tensor grad;    // fp32, reduced (averaged over ranks) gradient of `master`'s elements
-  std::vector<ShardSegment> segments;  // parameter elements; padding is in no segment
-};
+class StepOrder;
 
 class ShardedModel {
  public:
@@ -195,8 +194,13 @@ class ShardedModel {
   // so local_shards()' grads hold the sum over this step's micro-batches of the rank-averaged
   // gradients. Call after each backward.
   void finish_backward();
-  // The rank's shards for the optimizer (master weights, gradients, decay segments).
-  const std::vector<LocalShard>& local_shards() const { return shards_; }
+  // The rank's shards for the optimizer, one per unit in units() order, named by the unit (the
+  // names key optimizer state in checkpoints): the fp32 master (stage 0: the whole padded flat
+  // buffer, else the rank's slice), its reduced gradient (averaged over ranks, summed over the
+  // step's micro-batches) and a segment for each parameter's elements inside the slice, with its
+  // decay flag (padding is in none). The views share the buffers and the step-order gate; build
+  // the optimizer once over them.
+  const std::vector<ShardView>& local_shards() const { return shards_; }
   // After the optimizer updated the masters: make the parameters the model computes with
   // consistent again (cast into the compute dtype; stages 1/2, and stage 3's units kept
   // gathered: all-gather the updated slices). The next finish_backward() starts a new
@@ -209,6 +213,9 @@ class ShardedModel {
     int64_t padded_numel;  // multiple of world size × alignment
     int64_t shard_numel;
     size_t num_parameters;
+    // Its full parameters are never released: every unit where they persist (stages 0–2), and
+    // stage 3's units under keep_gathered_below_bytes (StagePolicy::stays_gathered).
+    bool stays_gathered;
   };
   std::vector<UnitInfo> units() const;
 
@@ -237,6 +244,7 @@ class ShardedModel {
   // same collectives) but not visited, and the first exception is rethrown at the end.
   void visit_full_parameters(const ParameterVisit& visit);
   int stage() const { return config_.stage; }
+  const StagePolicy& policy() const { return policy_; }
   // The ranks the parameters are sharded over: the world, or this rank's hybrid group. A
   // global gradient norm sums the local shards over this group (replicas hold the same values).
   comm::Communicator& shard_group() { return *shard_comm_; }
@@ -269,6 +277,11 @@ class ShardedModel {
   void gather_reduce_scatter(Unit& unit, const Tensor& send,
                              const comm::CollectiveOptions& options);
   void refresh_compute_copy(Unit& unit);
+  // Stage 0 in fp32: the step's first micro-batch is all-reduced in place in the fp32 gradient.
+  bool reduces_in_place() const {
+    return !policy_.masters_sharded && config_.param_dtype == DType::kF32 &&
+           config_.reduce_dtype == DType::kF32;
+  }
   // Compute copies from the masters, and the all-gathers of the units kept gathered.
   void refresh_full_parameters();
   // The stream later kernels run on: the communicator's compute stream (the host on the CPU).
@@ -281,11 +294,13 @@ class ShardedModel {
   comm::Communicator* shard_comm_;
   Allocator& allocator_;
   ShardingConfig config_;
+  StagePolicy policy_;
   std::vector<std::unique_ptr<Unit>> units_;
   // Stages 2/3: the units whose reductions this backward launched and nobody waited for yet,
   // in launch order (the rate limit of max_reductions_in_flight waits for the front).
   std::deque<Unit*> reducing_;
-  std::vector<LocalShard> shards_;
+  std::vector<ShardView> shards_;
+  std::shared_ptr<StepOrder> step_order_;  // also the gate of shards_
   Schedule forward_schedule_;
   Schedule backward_schedule_;
   bool order_changed_ = false;

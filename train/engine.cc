@@ -285,7 +285,7 @@ class RankRun {
       });
       if (lead_) ZS_LOG_INFO("initialized from {}", c_.init_from);
     }
-    views_ = optimizer_views(*sharded_);
+    views_ = sharded_->local_shards();
     if (c_.optimizer == "sgd") {
       optim::SgdOptions o;
       o.momentum = c_.momentum;
@@ -661,8 +661,7 @@ class RankRun {
     }
     for (const auto& unit : sharded_->units()) {
       f.padded_numel.push_back(unit.padded_numel);
-      f.kept_gathered.push_back(static_cast<size_t>(unit.padded_numel) * f.param_bytes <
-                                c_.keep_gathered_below_bytes);
+      f.kept_gathered.push_back(unit.stays_gathered);
     }
     const auto expected = formula_bytes_sent(f);
     for (uint64_t b : expected) result_->formula_bytes_sent += b;

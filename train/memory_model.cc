@@ -10,6 +10,7 @@
 
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
+#include "sharding/stage_policy.h"
 
 namespace zs::train {
 
@@ -131,12 +132,13 @@ std::vector<std::pair<int, bool>> unit_tape(const std::vector<MemoryUnit>& units
 // Stage 3: the most gathered bytes alive at once in a steady-state step (the first step records
 // the order and prefetches nothing, so it never exceeds this).
 uint64_t gathered_window(const std::vector<std::pair<int, bool>>& tape,
-                         const std::vector<uint64_t>& full_bytes, const MemoryModelConfig& config) {
+                         const std::vector<uint64_t>& full_bytes, const MemoryModelConfig& config,
+                         const sharding::StagePolicy& policy) {
   const size_t n = full_bytes.size();
   std::vector<bool> kept(n), gathered(n);
   uint64_t live = 0;
   for (size_t u = 0; u < n; ++u) {
-    kept[u] = full_bytes[u] < config.keep_gathered_below_bytes;
+    kept[u] = policy.stays_gathered(full_bytes[u], config.keep_gathered_below_bytes);
     gathered[u] = kept[u];
     if (kept[u]) live += full_bytes[u];
   }
@@ -293,6 +295,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   const int n = config.hybrid_group > 0 ? config.hybrid_group : config.world;
   estimate.shard_ranks = n;
   const int stage = config.stage;
+  // What the stage keeps: the same decisions ShardedModel asks (sharding/stage_policy.h).
+  const sharding::StagePolicy policy = sharding::StagePolicy::make(stage, config.hybrid_group > 0);
   const bool fp32_params = config.param_dtype == DType::kF32;
   const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
   const uint64_t state_bytes =
@@ -309,16 +313,19 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
              " parameters");
     const uint64_t padded =
         static_cast<uint64_t>(sharding::padded_numel(unit.numel, n, config.alignment));
-    const uint64_t shard = padded / static_cast<uint64_t>(n);
+    const uint64_t shard =
+        static_cast<uint64_t>(sharding::shard_numel(unit.numel, n, config.alignment));
     estimate.numel += unit.numel;
     estimate.padded_numel += static_cast<int64_t>(padded);
     sizes.padded.push_back(padded);
     sizes.shard.push_back(shard);
     const uint64_t full = padded * sizes.p;
     full_bytes.push_back(full);
-    const bool kept = stage == 3 && full < config.keep_gathered_below_bytes;
+    // Stage 3's units kept gathered for good (stages 0–2 keep every unit's full parameters).
+    const bool kept = !policy.full_params_persist &&
+                      policy.stays_gathered(full, config.keep_gathered_below_bytes);
     if (kept) kept_bytes += full;
-    const uint64_t master_numel = stage == 0 ? padded : shard;
+    const uint64_t master_numel = policy.masters_sharded ? shard : padded;
     switch (stage) {
       case 0:
         steady[kParams] += full;
@@ -348,7 +355,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   const std::vector<std::pair<int, bool>> tape = unit_tape(units);
   estimate.peak = estimate.peak_low = estimate.peak_high = steady;
   if (stage == 3) {
-    estimate.gathered_window_bytes = gathered_window(tape, full_bytes, config);
+    estimate.gathered_window_bytes = gathered_window(tape, full_bytes, config, policy);
     for (CategoryBytes* peak : {&estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
       (*peak)[kParams] += estimate.gathered_window_bytes - kept_bytes;
     }

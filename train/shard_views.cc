@@ -1,4 +1,4 @@
-// LocalShard -> optim::ShardView.
+// The global gradient norm of a ShardedModel's shards (train/shard_views.h).
 #include "train/shard_views.h"
 
 #include <cmath>
@@ -7,24 +7,12 @@
 
 namespace zs::train {
 
-std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& model) {
-  std::vector<optim::ShardView> views;
-  for (const sharding::LocalShard& shard : model.local_shards()) {
-    optim::ShardView view{shard.unit, shard.master, shard.grad, {}};
-    for (const sharding::ShardSegment& segment : shard.segments) {
-      view.segments.push_back({segment.begin, segment.end, segment.decay});
-    }
-    views.push_back(std::move(view));
-  }
-  return views;
-}
-
 float gradient_norm(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views) {
   comm::Communicator& group = model.shard_group();
   double local = 0;
-  if (model.stage() == 0) {
-    // Full replicas: sum the slice this rank would own under sharding (padded buffers divide
-    // evenly), in the same order the sharded stages sum their shards.
+  if (!model.policy().masters_sharded) {
+    // Full replicas (stage 0): sum the slice this rank would own under sharding (padded buffers
+    // divide evenly), in the same order the sharded stages sum their shards.
     for (const optim::ShardView& view : views) {
       const int64_t slice = view.master.numel() / group.size();
       local += optim::grad_sum_of_squares(

@@ -1,7 +1,8 @@
-// The bridge between the sharding engine and the optimizers, which are sibling layers that do
-// not include each other: the optimizer's view of each unit's local shard (fp32 master,
-// reduced gradient, weight-decay segments). The views hold tensor handles of the shards, which
-// live as long as the ShardedModel; build the optimizer once over them.
+// The global gradient norm and its clipping over a ShardedModel's local shards, for every stage
+// and hybrid. It needs both sibling layers — the model's stage and shard group (sharding) and
+// the norm's arithmetic (optim) — which do not include each other, so it sits here. The shards
+// themselves are the one view type both layers share (ShardedModel::local_shards(), an
+// optim::ShardView each): no conversion.
 #pragma once
 
 #include <vector>
@@ -11,14 +12,12 @@
 
 namespace zs::train {
 
-// One view per unit, named by the unit (the names key optimizer state in checkpoints).
-std::vector<optim::ShardView> optimizer_views(const sharding::ShardedModel& model);
-
-// Clips the gradients of `views` (from optimizer_views(model)) to a global norm of at most
-// `max_norm` and returns the norm before clipping, for every stage and hybrid: each gradient
-// element is counted exactly once (stage 0 holds full replicas, so each rank sums the slice it
-// would own under sharding; hybrid replicas sum within their shard group), so the norm is the
-// same bits in every stage. One all-reduce. A non-finite norm leaves the gradients untouched.
+// Clips the gradients of `views` (model.local_shards(), or copies of them) to a global norm of
+// at most `max_norm` and returns the norm before clipping, for every stage and hybrid: each
+// gradient element is counted exactly once (stage 0 holds full replicas, so each rank sums the
+// slice it would own under sharding; hybrid replicas sum within their shard group), so the norm
+// is the same bits in every stage. One all-reduce. A non-finite norm leaves the gradients
+// untouched. Only between finish_backward() and after_step() (sharding/step_order.h).
 float clip_gradients(sharding::ShardedModel& model, const std::vector<optim::ShardView>& views,
                      float max_norm);
 

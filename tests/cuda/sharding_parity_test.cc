@@ -92,7 +92,7 @@ Run train_rank(comm::Communicator& comm, Allocator& allocator, int stage) {
   optim::AdamWOptions adam;
   adam.lr = 1e-2f;
   adam.weight_decay = 0.1f;
-  const std::vector<optim::ShardView> views = train::optimizer_views(sharded);
+  const std::vector<optim::ShardView> views = sharded.local_shards();
   optim::AdamW optimizer(views, adam);
   const int world = comm.size();
   const int64_t local_batch = kGlobalBatch / world;

@@ -23,7 +23,6 @@
 #include "runtime/rng.h"
 #include "sharding/sharded_model.h"
 #include "tests/sharding/sharding_test_util.h"
-#include "train/shard_views.h"
 
 namespace zs::sharding {
 namespace {
@@ -81,7 +80,7 @@ BertRun train_bert(int world, int stage, int steps, ShardingConfig config = {}) 
     for (const auto& unit : sharded.units()) result.unit_names.push_back(unit.name);
     optim::AdamWOptions adam;
     adam.weight_decay = 0.1f;
-    optim::AdamW optimizer(train::optimizer_views(sharded), adam);
+    optim::AdamW optimizer(sharded.local_shards(), adam);
     const int64_t local_batch = kGlobalBatch / world;
     Tensor ids = Tensor::empty({local_batch, kSeq}, DType::kI32, allocator, "ids");
     Tensor lengths = Tensor::empty({local_batch}, DType::kI32, allocator, "lengths");
@@ -108,7 +107,7 @@ BertRun train_bert(int world, int stage, int steps, ShardingConfig config = {}) 
       comm.all_reduce(correct, comm::ReduceOp::kSum)->wait();
       result.correct = correct.data<int32_t>()[0];
     }
-    for (const LocalShard& shard : sharded.local_shards()) {
+    for (const ShardView& shard : sharded.local_shards()) {
       const int64_t n = shard.master.numel();
       const int64_t full = stage == 0 ? n : n * world;
       Tensor gathered = Tensor::empty({full}, DType::kF32, allocator, "gathered");

@@ -12,7 +12,6 @@
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
 #include "sharding/sharded_model.h"
-#include "train/shard_views.h"
 
 namespace zs::sharding {
 namespace {
@@ -48,7 +47,7 @@ Result train(int world, int hybrid_group) {
     ShardedModel sharded(model, comm, allocator, config);
     optim::AdamWOptions adam;
     adam.lr = 1e-2f;
-    optim::AdamW optimizer(train::optimizer_views(sharded), adam);
+    optim::AdamW optimizer(sharded.local_shards(), adam);
     const int64_t local = 8 / world, seq = 6;
     Tensor ids = Tensor::empty({local, seq}, DType::kI32, allocator, "ids");
     Tensor targets = Tensor::empty({local, seq}, DType::kI32, allocator, "targets");
@@ -66,7 +65,7 @@ Result train(int world, int hybrid_group) {
     comm::Communicator& group = sharded.shard_group();
     std::vector<std::vector<float>> params;
     size_t padded = 0;
-    for (const LocalShard& shard : sharded.local_shards()) {
+    for (const ShardView& shard : sharded.local_shards()) {
       Tensor full =
           Tensor::empty({shard.master.numel() * group.size()}, DType::kF32, allocator, "gathered");
       group.all_gather(shard.master, full)->wait();

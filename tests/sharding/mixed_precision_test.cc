@@ -14,7 +14,6 @@
 #include "runtime/autograd.h"
 #include "sharding/sharded_model.h"
 #include "tests/sharding/sharding_test_util.h"
-#include "train/shard_views.h"
 
 namespace zs::sharding {
 namespace {
@@ -31,7 +30,7 @@ void expect_model_state_formulas(comm::Communicator& comm, int stage, DType para
   config.param_dtype = param_dtype;
   config.reduce_dtype = reduce_dtype;
   ShardedModel sharded(model, comm, allocator, config);
-  optim::AdamW optimizer(train::optimizer_views(sharded), optim::AdamWOptions{});
+  optim::AdamW optimizer(sharded.local_shards(), optim::AdamWOptions{});
   uint64_t psi = 0;
   uint64_t largest_unit = 0;
   for (const auto& unit : sharded.units()) {

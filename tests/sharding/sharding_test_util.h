@@ -108,7 +108,7 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
     optim::AdamWOptions adam;
     adam.lr = 1e-2f;
     adam.weight_decay = 0.1f;
-    optim::AdamW optimizer(train::optimizer_views(sharded), adam);
+    optim::AdamW optimizer(sharded.local_shards(), adam);
     optim::LossScalerOptions scaler_options;
     scaler_options.hysteresis = run.hysteresis;
     optim::DynamicLossScaler scaler{scaler_options};
@@ -138,7 +138,7 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
         backward(loss, scale / static_cast<float>(run.micro_batches));
         sharded.finish_backward();
       }
-      std::vector<optim::ShardView> views = train::optimizer_views(sharded);
+      std::vector<optim::ShardView> views = sharded.local_shards();
       if (step == run.inject_inf_at_step && comm.rank() == 0) {
         views[0].grad.data<float>()[views[0].segments[0].begin] = INFINITY;
       }
@@ -157,7 +157,7 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
       result.scales.push_back(scale);
       result.skipped += skip ? 1 : 0;
     }
-    for (const LocalShard& shard : sharded.local_shards()) {
+    for (const ShardView& shard : sharded.local_shards()) {
       const int64_t n = shard.master.numel();
       const int64_t full = run.stage == 0 ? n : n * run.world;
       Tensor gathered = Tensor::empty({full}, DType::kF32, allocator, "gathered");

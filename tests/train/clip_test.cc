@@ -43,7 +43,7 @@ std::pair<float, float> norms(int world, int stage, int hybrid_group, float max_
     }
     backward(model.loss(ids, ids));
     sharded.finish_backward();
-    const std::vector<optim::ShardView> views = optimizer_views(sharded);
+    const std::vector<optim::ShardView> views = sharded.local_shards();
     const float before = clip_gradients(sharded, views, max_norm);
     const float after = clip_gradients(sharded, views, 1e9f);  // measures, scales by 1
     if (comm.rank() == 0) {

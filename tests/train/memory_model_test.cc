@@ -24,7 +24,6 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "sharding/sharded_model.h"
-#include "train/shard_views.h"
 
 namespace zs::train {
 namespace {
@@ -124,12 +123,11 @@ void expect_estimate_matches_engine(const Case& c) {
         sharding::ShardedModel sharded(model, comm, allocator, config);
         std::unique_ptr<optim::Optimizer> optimizer;
         if (c.optimizer == OptimizerKind::kAdamW) {
-          optimizer =
-              std::make_unique<optim::AdamW>(optimizer_views(sharded), optim::AdamWOptions{});
+          optimizer = std::make_unique<optim::AdamW>(sharded.local_shards(), optim::AdamWOptions{});
         } else {
           optim::SgdOptions sgd;
           sgd.momentum = c.optimizer == OptimizerKind::kSgdMomentum ? 0.9f : 0.0f;
-          optimizer = std::make_unique<optim::Sgd>(optimizer_views(sharded), sgd);
+          optimizer = std::make_unique<optim::Sgd>(sharded.local_shards(), sgd);
         }
         const int64_t batch = 2, seq = std::min<int64_t>(16, gpt.context);
         Tensor ids = Tensor::empty({batch, seq}, DType::kI32, allocator, "ids");

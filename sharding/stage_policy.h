@@ -1,0 +1,89 @@
+// StagePolicy: what a ZeRO stage (and hybrid sharding) keeps, frees and communicates, decided
+// once from (stage, hybrid) and asked by ShardedModel, the memory model (zs-mem) and the reports,
+// instead of each re-deriving it from the stage number.
+//
+//   stage | full params      | full grads         | masters + state | grads reduce          | after
+//   step 0     | persist          | persist            | full            | all-reduce, per unit  |
+//   — 1     | persist          | persist            | shard           | reduce-scatter, at    |
+//   all-gather
+//         |                  |                    |                 | the end of backward   |
+//   2     | persist          | per unit, freed    | shard           | reduce-scatter, per   |
+//   all-gather
+//         |                  | once reduced       |                 | unit as soon as ready |
+//   3     | gathered just in | per unit, freed    | shard           | reduce-scatter, per   |
+//   all-gather of
+//         | time, released   | once reduced       |                 | unit as soon as ready | kept
+//         units
+//   hybrid| stage 3 in a group; the reduced gradient shard is also all-reduced across the groups
+//
+// "Per unit" reductions are launched from the unit's "begin" boundary in backward (stage 0's
+// all-reduce is DDP's bucket, one per unit) and overlap the rest of backward; stage 1 launches
+// them all in finish_backward. Stage 0's all-reduce can be swapped for the naive DdpSync variants
+// (sharded_model.h); the policy only says that stage 0 all-reduces.
+//
+// A value type; pure functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zs::sharding {
+
+// The collective that reduces a unit's gradient within the shard group.
+enum class GradientCollective { kAllReduce, kReduceScatter };
+// When a unit's gradient reduction is launched.
+enum class ReduceTiming {
+  kPerUnit,        // from the unit's "begin" boundary in backward, as soon as it is complete
+  kEndOfBackward,  // every unit in finish_backward
+};
+const char* gradient_collective_name(GradientCollective collective);  // "all_reduce", ...
+const char* reduce_timing_name(ReduceTiming timing);  // "per_unit", "end_of_backward"
+
+struct StagePolicy {
+  int stage = 3;
+  bool hybrid = false;
+
+  // What persists between steps.
+  // Full (gathered) parameters stay allocated for the run (stages 0–2); otherwise they are
+  // gathered just in time for a unit's forward and backward and released after it (stage 3),
+  // except the units that stays_gathered() keeps, and prefetched along the recorded order.
+  bool full_params_persist = false;
+  // The full flat gradient buffer lives for the run (stages 0/1); otherwise each unit's exists
+  // from its backward until its reduction has read it (stages 2/3), and at most
+  // max_reductions_in_flight of those wait for their reduction (the rate limit).
+  bool full_grads_persist = false;
+  // fp32 masters, fp32 gradients and optimizer state are the rank's slice (stages 1–3), not
+  // the whole padded buffer (stage 0). A sharded stage keeps a compute-dtype copy of the slice,
+  // the source of its all-gathers.
+  bool masters_sharded = true;
+
+  // Gradient reduction.
+  GradientCollective reduce_collective = GradientCollective::kReduceScatter;
+  ReduceTiming reduce_timing = ReduceTiming::kPerUnit;
+  // Hybrid: after the in-group reduction, the gradient shard is all-reduced (averaged) across
+  // the groups that hold replicas of it.
+  bool all_reduce_across_groups = false;
+
+  // After the optimizer step: the updated slices are all-gathered into every full buffer that
+  // is allocated (stages 1/2: all units; stage 3: the kept units). Stage 0 casts its updated
+  // full master into the full parameters instead.
+  bool gather_after_step = true;
+
+  // Stage 0–3 without or with hybrid sharding. Throws InvalidArgument for a stage outside 0–3
+  // or hybrid with a stage other than 3.
+  static StagePolicy make(int stage, bool hybrid);
+
+  // Whether a unit's full parameters of `full_bytes` are never released: every unit whose full
+  // parameters persist, and under stage 3 those smaller than keep_gathered_below_bytes.
+  bool stays_gathered(size_t full_bytes, size_t keep_gathered_below_bytes) const {
+    return full_params_persist || full_bytes < keep_gathered_below_bytes;
+  }
+  // The master elements a rank owns in a unit's flat buffer of `padded` elements split in
+  // `shard` per rank: [begin, begin + master_numel).
+  int64_t master_numel(int64_t padded, int64_t shard) const {
+    return masters_sharded ? shard : padded;
+  }
+  int64_t master_begin(int rank, int64_t shard) const { return masters_sharded ? rank * shard : 0; }
+};
+
+}  // namespace zs::sharding

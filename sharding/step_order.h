@@ -1,0 +1,56 @@
+// StepOrder: the order a ShardedModel's step must follow, enforced.
+//
+//   forward → backward → finish_backward()  (once or more: gradient accumulation)
+//     → [clip, unscale: read the gradients] → optimizer step → after_step()
+//
+// Every call out of this order is an InvalidArgument that names the call that was missed,
+// instead of a step on stale or partial values: a forgotten finish_backward() leaves gradients
+// unreduced (stage 1: not even launched), a forgotten after_step() leaves the model computing
+// with the parameters from before the update, and a second backward before finish_backward()
+// overwrites the first one's gradients (stages 0/1 zero their buffer at each backward). The
+// phases:
+//
+//   kIdle      after construction and after_step(): forward and backward may start
+//   kBackward  a backward ran; only finish_backward() (or a forward without grad mode) may follow
+//   kFinished  the gradients hold the step's reduced sum: read them, step, or run the next
+//              micro-batch (forward + backward) to accumulate
+//   kStepped   an optimizer stepped on them: only after_step() (or reading them) may follow
+//
+// finish_backward() is an explicit call, not the tape's final callback (FSDP's root
+// post-backward): a backward here is a plain walk of the thread's tape, which may hold more than
+// the model, and the call is also where the host waits for the reductions, which the caller
+// should see.
+//
+// StepOrder is the GradientGate (runtime/shard_view.h) of the model's local shards: optimizers
+// and clipping ask it before they touch the gradients, and an optimizer step reports itself
+// through stepped(). Shared between the ShardedModel and the views (shared_ptr). Not
+// thread-safe: the rank's compute thread drives the step.
+#pragma once
+
+#include "runtime/shard_view.h"
+
+namespace zs::sharding {
+
+class StepOrder final : public GradientGate {
+ public:
+  enum class Phase { kIdle, kBackward, kFinished, kStepped };
+
+  // Each checks that the call may come now (else throws, leaving the phase as it was) and moves
+  // to the phase that follows it.
+  void forward(bool grad_mode);  // the model's forward starts (grad_mode: it records a backward)
+  void backward();               // a backward pass reached the model
+  void finish_backward();
+  void after_step();
+
+  void check(GradientUse use, const char* consumer) const override;
+  void stepped() override;
+
+  Phase phase() const { return phase_; }
+
+ private:
+  Phase phase_ = Phase::kIdle;
+};
+
+const char* step_phase_name(StepOrder::Phase phase);  // "idle", "backward", ...
+
+}  // namespace zs::sharding
