@@ -2,19 +2,17 @@
 // once from (stage, hybrid) and asked by ShardedModel, the memory model (zs-mem) and the reports,
 // instead of each re-deriving it from the stage number.
 //
-//   stage | full params      | full grads         | masters + state | grads reduce          | after
-//   step 0     | persist          | persist            | full            | all-reduce, per unit  |
-//   — 1     | persist          | persist            | shard           | reduce-scatter, at    |
-//   all-gather
-//         |                  |                    |                 | the end of backward   |
-//   2     | persist          | per unit, freed    | shard           | reduce-scatter, per   |
-//   all-gather
-//         |                  | once reduced       |                 | unit as soon as ready |
-//   3     | gathered just in | per unit, freed    | shard           | reduce-scatter, per   |
-//   all-gather of
-//         | time, released   | once reduced       |                 | unit as soon as ready | kept
-//         units
-//   hybrid| stage 3 in a group; the reduced gradient shard is also all-reduced across the groups
+//   stage  full params                 full grads              masters+state  grads reduce
+//   0      persist                     persist                 full           all-reduce, per unit
+//   1      persist                     persist                 shard          reduce-scatter, at
+//                                                                             the end of backward
+//   2      persist                     per unit, freed once    shard          reduce-scatter, per
+//                                      reduced                                unit when ready
+//   3      gathered just in time,      per unit, freed once    shard          reduce-scatter, per
+//          released after use          reduced                                unit when ready
+//   After the step: stage 0 casts its full master into the parameters; stages 1/2 all-gather
+//   the updated slices into every unit; stage 3 all-gathers only into the units kept gathered.
+//   Hybrid: stage 3 inside a group; the reduced gradient shard is also all-reduced across groups.
 //
 // "Per unit" reductions are launched from the unit's "begin" boundary in backward (stage 0's
 // all-reduce is DDP's bucket, one per unit) and overlap the rest of backward; stage 1 launches
