@@ -8,7 +8,6 @@
 // count_correct run to the end through the table.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "models/gpt.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fake_device_kernels.h"
 #include "tests/support/labelled_allocator.h"
 
@@ -24,15 +24,6 @@ namespace {
 
 using testing::FakeDeviceKernels;
 using testing::LabelledAllocator;
-
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error thrown>";
-}
 
 Tensor device_ints(const std::vector<int32_t>& values, const Shape& shape, Allocator& allocator,
                    const char* name) {
@@ -57,7 +48,7 @@ TEST_F(ModelDeviceInputs, GptBuildsPositionsOnTheDevice) {
   Gpt model(config);
   materialize(model, device_, 1);
   const Tensor ids = device_ints({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {2, 5}, device_, "ids");
-  const std::string message = error_text([&] { (void)model(ids); });
+  const std::string message = testing::error_message<Error>([&] { (void)model(ids); });
   EXPECT_EQ(message.find("host access"), std::string::npos) << message;
   EXPECT_NE(message.find("embedding"), std::string::npos) << message;
   EXPECT_EQ(fake_.counts().index_mod_tensors, std::vector<std::string>{"positions"});
@@ -81,7 +72,8 @@ TEST_F(ModelDeviceInputs, BertReadsLengthsThroughCopiesAndBuildsPositionsOnTheDe
   const Tensor lengths = device_ints({3, 2}, {2}, device_, "lengths");
   for (const Tensor& given : {lengths, Tensor()}) {  // given, and from the padding
     const int before = fake_.counts().index_mod;
-    const std::string message = error_text([&] { (void)model.logits(ids, given); });
+    const std::string message =
+        testing::error_message<Error>([&] { (void)model.logits(ids, given); });
     EXPECT_EQ(message.find("host access"), std::string::npos) << message;
     EXPECT_NE(message.find("embedding"), std::string::npos) << message;
     EXPECT_EQ(fake_.counts().index_mod, before + 1);
@@ -89,7 +81,7 @@ TEST_F(ModelDeviceInputs, BertReadsLengthsThroughCopiesAndBuildsPositionsOnTheDe
   }
   // Out-of-range lengths are still refused with the model's own message.
   const Tensor bad = device_ints({0, 2}, {2}, device_, "lengths");
-  const std::string message = error_text([&] { (void)model.logits(ids, bad); });
+  const std::string message = testing::error_message<Error>([&] { (void)model.logits(ids, bad); });
   EXPECT_NE(message.find("bert: lengths[0] = 0"), std::string::npos) << message;
 }
 

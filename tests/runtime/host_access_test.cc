@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "runtime/device_kernels.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fake_device_kernels.h"
 #include "tests/support/labelled_allocator.h"
 
@@ -21,15 +21,6 @@ namespace {
 
 using testing::FakeDeviceKernels;
 using testing::LabelledAllocator;
-
-std::string host_access_error(const std::function<void()>& access) {
-  try {
-    access();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument thrown>";
-}
 
 TEST(HostAccess, AllocatorsSayWhetherTheHostSeesTheirMemory) {
   CpuAllocator cpu(nullptr);
@@ -44,9 +35,10 @@ TEST(HostAccess, AllocatorsSayWhetherTheHostSeesTheirMemory) {
 TEST(HostAccess, HostAccessorsRefuseDeviceMemoryByName) {
   LabelledAllocator device(Device::cuda(0));
   const Tensor t = Tensor::empty({2, 3}, DType::kF32, device, MemoryCategory::kOther, "positions");
-  for (const std::string& message : {host_access_error([&] { (void)t.data<float>(); }),
-                                     host_access_error([&] { (void)t.raw_data(); }),
-                                     host_access_error([&] { (void)t.view({6}).data<float>(); })}) {
+  for (const std::string& message :
+       {testing::invalid_argument_message([&] { (void)t.data<float>(); }),
+        testing::invalid_argument_message([&] { (void)t.raw_data(); }),
+        testing::invalid_argument_message([&] { (void)t.view({6}).data<float>(); })}) {
     EXPECT_NE(message.find("host access to tensor 'positions' ["), std::string::npos) << message;
     EXPECT_NE(message.find("cuda:0"), std::string::npos) << message;
     EXPECT_NE(message.find("not host-visible"), std::string::npos) << message;
