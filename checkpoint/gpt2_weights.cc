@@ -401,7 +401,7 @@ void Gpt2WeightSource::fill(const std::string& name, const Shape& shape, float* 
 void Gpt2WeightSource::load_into(models::Module& model) const {
   for (models::Parameter* parameter : model.parameters()) {
     const Tensor& tensor = parameter->tensor();
-    if (tensor.dtype() == DType::kF32) {
+    if (tensor.dtype() == DType::kF32 && tensor.is_host_visible()) {
       fill(parameter->name(), parameter->shape(), tensor.data<float>());
     } else {
       std::vector<float> values(static_cast<size_t>(parameter->numel()));
@@ -484,7 +484,7 @@ void Gpt2WeightExporter::add(const std::string& name, const Shape& shape, const 
 void Gpt2WeightExporter::save(models::Module& model) {
   for (models::Parameter* parameter : model.parameters()) {
     const Tensor& tensor = parameter->tensor();
-    if (tensor.dtype() == DType::kF32) {
+    if (tensor.dtype() == DType::kF32 && tensor.is_host_visible()) {
       add(parameter->name(), parameter->shape(), tensor.data<float>());
     } else {
       const std::vector<float> values = tensor.to_vector();

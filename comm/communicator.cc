@@ -128,7 +128,7 @@ void Communicator::check_tensor(const char* what, const char* arg, const Tensor&
              ", and NCCL needs the buffers on the communicator's GPU: allocate or copy the "
              "tensor there");
   }
-  if (t.is_released()) (void)t.raw_data();  // throws ReleasedTensor naming the tensor
+  if (t.is_released()) (void)t.raw_device_data();  // throws ReleasedTensor naming the tensor
 }
 
 void Communicator::check_peer(const char* what, int peer) const {
@@ -294,8 +294,9 @@ WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op,
   const std::string desc = describe_call("all_reduce", next_sequence_, tensor, reduce_op_name(op));
   return enqueue(CollectiveKind::kAllReduce, desc, {tensor}, tensor.nbytes(), 0, options,
                  [this, tensor, op](const Call& call) {
-                   backend_->all_reduce(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
-                                        tensor.dtype(), op, call);
+                   backend_->all_reduce(tensor.raw_device_data(),
+                                        static_cast<size_t>(tensor.numel()), tensor.dtype(), op,
+                                        call);
                  });
 }
 
@@ -310,7 +311,7 @@ WorkPtr Communicator::all_gather(const Tensor& shard, const Tensor& full,
   const std::string desc = describe_call("all_gather", next_sequence_, full);
   return enqueue(CollectiveKind::kAllGather, desc, {shard, full}, full.nbytes(), 0, options,
                  [this, shard, full](const Call& call) {
-                   backend_->all_gather(shard.raw_data(), full.raw_data(),
+                   backend_->all_gather(shard.raw_device_data(), full.raw_device_data(),
                                         static_cast<size_t>(shard.numel()), shard.dtype(), call);
                  });
 }
@@ -328,7 +329,7 @@ WorkPtr Communicator::reduce_scatter(const Tensor& full, const Tensor& shard, Re
       describe_call("reduce_scatter", next_sequence_, full, reduce_op_name(op));
   return enqueue(CollectiveKind::kReduceScatter, desc, {full, shard}, full.nbytes(), 0, options,
                  [this, full, shard, op](const Call& call) {
-                   backend_->reduce_scatter(full.raw_data(), shard.raw_data(),
+                   backend_->reduce_scatter(full.raw_device_data(), shard.raw_device_data(),
                                             static_cast<size_t>(shard.numel()), full.dtype(), op,
                                             call);
                  });
@@ -340,8 +341,9 @@ WorkPtr Communicator::broadcast(const Tensor& tensor, int root, const Collective
   const std::string desc = describe_call("broadcast", next_sequence_, tensor);
   return enqueue(CollectiveKind::kBroadcast, desc, {tensor}, tensor.nbytes(), root, options,
                  [this, tensor, root](const Call& call) {
-                   backend_->broadcast(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
-                                       tensor.dtype(), root, call);
+                   backend_->broadcast(tensor.raw_device_data(),
+                                       static_cast<size_t>(tensor.numel()), tensor.dtype(), root,
+                                       call);
                  });
 }
 
@@ -357,7 +359,8 @@ WorkPtr Communicator::gather(const Tensor& in, const Tensor& out, int root,
   const std::string desc = describe_call("gather", next_sequence_, in);
   return enqueue(CollectiveKind::kGather, desc, {in, out}, in.nbytes() * size_, root, options,
                  [this, in, out, root](const Call& call) {
-                   backend_->gather(in.raw_data(), rank_ == root ? out.raw_data() : nullptr,
+                   backend_->gather(in.raw_device_data(),
+                                    rank_ == root ? out.raw_device_data() : nullptr,
                                     static_cast<size_t>(in.numel()), in.dtype(), root, call);
                  });
 }
@@ -374,8 +377,9 @@ WorkPtr Communicator::scatter(const Tensor& in, const Tensor& out, int root,
   const std::string desc = describe_call("scatter", next_sequence_, out);
   return enqueue(CollectiveKind::kScatter, desc, {in, out}, out.nbytes() * size_, root, options,
                  [this, in, out, root](const Call& call) {
-                   backend_->scatter(rank_ == root ? in.raw_data() : nullptr, out.raw_data(),
-                                     static_cast<size_t>(out.numel()), out.dtype(), root, call);
+                   backend_->scatter(rank_ == root ? in.raw_device_data() : nullptr,
+                                     out.raw_device_data(), static_cast<size_t>(out.numel()),
+                                     out.dtype(), root, call);
                  });
 }
 
@@ -391,7 +395,7 @@ WorkPtr Communicator::send(const Tensor& tensor, int peer, const CollectiveOptio
   const std::string desc = describe_call("send", next_sequence_, tensor);
   return enqueue(CollectiveKind::kSend, desc, {tensor}, tensor.nbytes(), peer, options,
                  [this, tensor, peer](const Call& call) {
-                   backend_->send(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                   backend_->send(tensor.raw_device_data(), static_cast<size_t>(tensor.numel()),
                                   tensor.dtype(), peer, call);
                  });
 }
@@ -402,7 +406,7 @@ WorkPtr Communicator::recv(const Tensor& tensor, int peer, const CollectiveOptio
   const std::string desc = describe_call("recv", next_sequence_, tensor);
   return enqueue(CollectiveKind::kRecv, desc, {tensor}, tensor.nbytes(), peer, options,
                  [this, tensor, peer](const Call& call) {
-                   backend_->recv(tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                   backend_->recv(tensor.raw_device_data(), static_cast<size_t>(tensor.numel()),
                                   tensor.dtype(), peer, call);
                  });
 }

@@ -1,6 +1,7 @@
 // BERT-style classifier forward: embeddings, padded bidirectional blocks (models::Block with the
 // model's PaddingState), [CLS] pooling (ops::select of position 0), pooler (Linear + ops::tanh),
-// head.
+// head. Host code never dereferences a tensor here: values the host needs (lengths, labels, ids
+// for lengths_from_padding) are copied out, and the ids' positions are written on their device.
 #include "models/bert.h"
 
 #include <cmath>
@@ -32,10 +33,19 @@ float residual_std(const BertConfig& config) {
   return config.n_layer > 0 ? 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer)) : 0.02f;
 }
 
+// The int32 values of t on the host: a copy, so t may be on any device (a GPU's synchronous
+// download; exact, unlike to_vector's floats above 2^24).
+std::vector<int32_t> host_int32(const Tensor& t) {
+  t.check_dtype(DType::kI32);
+  std::vector<int32_t> values(static_cast<size_t>(t.numel()));
+  t.copy_to_host(values.data());
+  return values;
+}
+
 void check_lengths(const Tensor& lengths, int64_t batch, int64_t seq) {
   ZS_CHECK(lengths.dtype() == DType::kI32 && lengths.dim() == 1 && lengths.size(0) == batch,
            "bert: lengths ", lengths.describe(), " must be int32 [", batch, "]");
-  const int32_t* values = lengths.data<int32_t>();
+  const std::vector<int32_t> values = host_int32(lengths);
   for (int64_t b = 0; b < batch; ++b) {
     ZS_CHECK(values[b] >= 1 && values[b] <= seq, "bert: lengths[", b, "] = ", values[b],
              " must be in [1, ", seq, "] (position 0, the pooled [CLS], is always valid)");
@@ -94,10 +104,10 @@ Tensor BertClassifier::forward(const Tensor& ids) {
   lengths_given_ = false;
   check_lengths(padding_->lengths, batch, seq);
 
+  // On the ids' device (position t of every sequence is t); on a GPU a kernel writes them.
   Tensor positions = Tensor::empty({batch, seq}, DType::kI32, ids.allocator(),
                                    MemoryCategory::kWorkspace, "positions");
-  int32_t* pos = positions.data<int32_t>();
-  for (int64_t i = 0; i < batch * seq; ++i) pos[i] = static_cast<int32_t>(i % seq);
+  fill_index_mod(positions, seq);
   Tensor x = ops::add(ops::embedding(tok_emb_.tensor(), ids),
                       ops::embedding(pos_emb_.tensor(), positions));
   x = blocks_(x);
@@ -112,13 +122,15 @@ Tensor lengths_from_padding(const Tensor& ids, int32_t pad_id) {
   const int64_t batch = ids.size(0), seq = ids.size(1);
   Tensor lengths =
       Tensor::empty({batch}, DType::kI32, ids.allocator(), MemoryCategory::kWorkspace, "lengths");
-  const int32_t* id = ids.data<int32_t>();
-  int32_t* out = lengths.data<int32_t>();
+  // Computed on the host from a copy of the ids, then copied to the ids' device.
+  const std::vector<int32_t> id = host_int32(ids);
+  std::vector<int32_t> out(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     int64_t len = seq;
-    while (len > 1 && id[b * seq + len - 1] == pad_id) --len;
-    out[b] = static_cast<int32_t>(len);
+    while (len > 1 && id[static_cast<size_t>(b * seq + len - 1)] == pad_id) --len;
+    out[static_cast<size_t>(b)] = static_cast<int32_t>(len);
   }
+  lengths.copy_from_host(out.data());
   return lengths;
 }
 
@@ -129,7 +141,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
            "count_correct: labels ", labels.describe(), " must be int32 [", logits.size(0), "]");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   const std::vector<float> values = logits.to_vector();
-  const int32_t* label = labels.data<int32_t>();
+  const std::vector<int32_t> label = host_int32(labels);
   int64_t correct = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = values.data() + r * classes;

@@ -52,10 +52,10 @@ Tensor Gpt::forward(const Tensor& ids) {
   const int64_t seq = ids.size(1);
   ZS_CHECK(seq <= config_.context, "gpt: sequence length ", seq, " exceeds the context of ",
            config_.context, "; shorten the sequences or raise the context");
+  // On the ids' device (position t of every sequence is t); on a GPU a kernel writes them.
   Tensor positions = Tensor::empty({batch, seq}, DType::kI32, ids.allocator(),
                                    MemoryCategory::kWorkspace, "positions");
-  int32_t* pos = positions.data<int32_t>();
-  for (int64_t i = 0; i < batch * seq; ++i) pos[i] = static_cast<int32_t>(i % seq);
+  fill_index_mod(positions, seq);
   Tensor x = ops::add(ops::embedding(wte_.tensor(), ids), ops::embedding(wpe_.tensor(), positions));
   x = ln_f_(blocks_(x));
   return ops::linear(x.view({batch * seq, config_.width}), wte_.tensor());  // tied head

@@ -349,7 +349,7 @@ cuda::CudnnWorkspaceFn cudnn_workspace_into(Tensor& holder, const Tensor& like, 
   return [&holder, &like, what](size_t bytes) {
     const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
     holder = detail::new_workspace({floats}, like, what);
-    return holder.raw_data();
+    return holder.raw_device_data();
   };
 }
 
@@ -369,7 +369,7 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
   if (valid_lengths.defined() && record) {
     lengths = detail::new_output({dims.batch}, DType::kI32, qkv, "attention valid lengths");
     if (dims.batch > 0) {
-      ZS_CUDA_CHECK(cudaMemcpyAsync(lengths.raw_data(), valid_lengths.raw_data(),
+      ZS_CUDA_CHECK(cudaMemcpyAsync(lengths.raw_device_data(), valid_lengths.raw_device_data(),
                                     valid_lengths.nbytes(), cudaMemcpyDeviceToDevice,
                                     ctx.stream()));
     }
@@ -388,16 +388,18 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
   Tensor cudnn_workspace;
   const cuda::CudnnWorkspaceFn workspace =
       cudnn_workspace_into(cudnn_workspace, qkv, "attention cudnn workspace");
-  const bool fused = !valid_lengths.defined() && qkv.numel() > 0 &&
-                     cuda::cudnn_attention_forward(
-                         cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
-                         qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq,
-                         dims.channels, dims.heads, causal, qkv.dtype(), workspace);
+  const bool fused =
+      !valid_lengths.defined() && qkv.numel() > 0 &&
+      cuda::cudnn_attention_forward(
+          cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
+          qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), dims.batch,
+          dims.seq, dims.channels, dims.heads, causal, qkv.dtype(), workspace);
   if (!fused) {
-    cuda::attention_forward(
-        qkv.raw_data(), out.raw_data(), lse.data<float>(), dims.batch, dims.seq, dims.channels,
-        dims.heads, causal, lengths.defined() ? lengths.data<int32_t>() : nullptr,
-        kernel_checks ? flag.data<int32_t>() : nullptr, qkv.dtype(), ctx.stream());
+    cuda::attention_forward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+                            dims.batch, dims.seq, dims.channels, dims.heads, causal,
+                            lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
+                            kernel_checks ? flag.device_data<int32_t>() : nullptr, qkv.dtype(),
+                            ctx.stream());
   }
   if (kernel_checks) {
     const int64_t bad = detail::read_int32(flag)[0];  // the op's one host sync
@@ -434,9 +436,9 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
                 cudnn_workspace_into(cudnn_workspace, qkv, "attention backward cudnn workspace");
             if (cuda::cudnn_attention_backward(
                     cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
-                    qkv.raw_data(), out.raw_data(), lse.data<float>(), dout.raw_data(),
-                    sink.buffer.raw_data(), dims.batch, dims.seq, dims.channels, dims.heads, causal,
-                    qkv.dtype(), sink.accumulate, workspace)) {
+                    qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+                    dout.raw_device_data(), sink.buffer.raw_device_data(), dims.batch, dims.seq,
+                    dims.channels, dims.heads, causal, qkv.dtype(), sink.accumulate, workspace)) {
               return;
             }
           }
@@ -444,7 +446,7 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
           const bool direct = sink_dtype == qkv.dtype() || sink_dtype == DType::kF32;
           detail::F32GradBuffer staged;
           if (!direct) staged = detail::f32_grad_buffer(sink, qkv);
-          void* dqkv = direct ? sink.buffer.raw_data() : staged.buffer.raw_data();
+          void* dqkv = direct ? sink.buffer.raw_device_data() : staged.buffer.raw_device_data();
           const DType dqkv_dtype = direct ? sink_dtype : DType::kF32;
           const bool accumulate = direct ? sink.accumulate : staged.accumulate;
           Tensor delta;
@@ -452,10 +454,11 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
             delta = detail::new_workspace({dims.batch * dims.heads * dims.seq}, qkv,
                                           "attention backward delta");
           }
-          cuda::attention_backward(qkv.raw_data(), out.raw_data(), lse.data<float>(),
-                                   dout.raw_data(), delta.defined() ? delta.data<float>() : nullptr,
-                                   dqkv, dims.batch, dims.seq, dims.channels, dims.heads, causal,
-                                   lengths.defined() ? lengths.data<int32_t>() : nullptr,
+          cuda::attention_backward(qkv.raw_device_data(), out.raw_device_data(),
+                                   lse.device_data<float>(), dout.raw_device_data(),
+                                   delta.defined() ? delta.device_data<float>() : nullptr, dqkv,
+                                   dims.batch, dims.seq, dims.channels, dims.heads, causal,
+                                   lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
                                    qkv.dtype(), dqkv_dtype, accumulate, ctx.stream());
           if (!direct) detail::finish_grad(sink, staged);
         });

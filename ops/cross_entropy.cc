@@ -139,12 +139,13 @@ void backward_cuda(const Saved& saved, BackwardContext& bctx) {
                       {&saved.logits, &saved.targets, &saved.device_counts, &dloss, &sink.buffer});
   // The scale dloss / count is formed on the device (count == 0: a zero gradient, never 0/0).
   Tensor dloss32 = detail::as_f32(dloss);
-  cuda::cross_entropy_backward(
-      saved.logits.raw_data(), saved.targets.data<int32_t>(), saved.row_max.data<float>(),
-      saved.log_sum.data<float>(), dloss32.data<float>(),
-      static_cast<const int64_t*>(saved.device_counts.raw_data()), saved.rows, saved.vocab,
-      saved.ignore_index, saved.logits.dtype(), sink.buffer.raw_data(), sink.buffer.dtype(),
-      sink.accumulate, ctx.stream());
+  cuda::cross_entropy_backward(saved.logits.raw_device_data(), saved.targets.device_data<int32_t>(),
+                               saved.row_max.device_data<float>(),
+                               saved.log_sum.device_data<float>(), dloss32.device_data<float>(),
+                               static_cast<const int64_t*>(saved.device_counts.raw_device_data()),
+                               saved.rows, saved.vocab, saved.ignore_index, saved.logits.dtype(),
+                               sink.buffer.raw_device_data(), sink.buffer.dtype(), sink.accumulate,
+                               ctx.stream());
 }
 
 Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
@@ -165,11 +166,12 @@ Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t i
   ZS_CHECK(rows <= detail::kNoBadIndex, kOp, ": ", rows, " rows, but at most ", detail::kNoBadIndex,
            " can be checked on the device; split the batch");
   counts.fill(static_cast<float>(detail::kNoBadIndex));
-  int32_t* first_bad_row = counts.data<int32_t>() + 2;
+  int32_t* first_bad_row = counts.device_data<int32_t>() + 2;
   cuda::cross_entropy_forward(
-      logits.raw_data(), targets.data<int32_t>(), rows, vocab, ignore_index, logits.dtype(),
-      row_maxes.data<float>(), log_sums.data<float>(), row_losses.data<float>(), loss.data<float>(),
-      static_cast<int64_t*>(counts.raw_data()), first_bad_row, ctx.stream());
+      logits.raw_device_data(), targets.device_data<int32_t>(), rows, vocab, ignore_index,
+      logits.dtype(), row_maxes.device_data<float>(), log_sums.device_data<float>(),
+      row_losses.device_data<float>(), loss.device_data<float>(),
+      static_cast<int64_t*>(counts.raw_device_data()), first_bad_row, ctx.stream());
   if (rows > 0) {
     // The op's one host sync: the forward's flag (with the count), after the kernels ran.
     const std::vector<int32_t> read = detail::read_int32(counts);

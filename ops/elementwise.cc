@@ -346,14 +346,15 @@ void write_converted_grad(const GradSink& sink, const Tensor& grad) {
     return;
   }
   OpContext ctx("gradient", {&grad, &sink.buffer});
-  ops::cuda::cast(grad.raw_data(), grad.dtype(), sink.buffer.raw_data(), sink.buffer.dtype(),
-                  grad.numel(), ctx.stream());
+  ops::cuda::cast(grad.raw_device_data(), grad.dtype(), sink.buffer.raw_device_data(),
+                  sink.buffer.dtype(), grad.numel(), ctx.stream());
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   OpContext ctx("add", {&a, &b});
   Tensor y = detail::new_output(a.shape(), a.dtype(), a, "add");
-  ops::cuda::add(a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), a.dtype(), ctx.stream());
+  ops::cuda::add(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(),
+                 a.dtype(), ctx.stream());
   if (needs_grad({&a, &b})) {
     record_op("add", {&a, &b}, {&y}, [](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -368,8 +369,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor add_bias(const Tensor& x, const Tensor& bias, int64_t rows, int64_t cols) {
   OpContext ctx("add_bias", {&x, &bias});
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "add_bias");
-  ops::cuda::add_bias(x.raw_data(), bias.raw_data(), y.raw_data(), rows, cols, x.dtype(),
-                      ctx.stream());
+  ops::cuda::add_bias(x.raw_device_data(), bias.raw_device_data(), y.raw_device_data(), rows, cols,
+                      x.dtype(), ctx.stream());
   if (needs_grad({&x, &bias})) {
     record_op("add_bias", {&x, &bias}, {&y}, [rows, cols](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -377,7 +378,7 @@ Tensor add_bias(const Tensor& x, const Tensor& bias, int64_t rows, int64_t cols)
       if (GradSink sink = bctx.grad_input(1)) {
         OpContext ctx("add_bias", {&dy, &sink.buffer});
         check_kernel_dtypes("add_bias", {&dy, &sink.buffer});
-        ops::cuda::column_sums_f64(dy.raw_data(), sink.buffer.raw_data(), rows, cols,
+        ops::cuda::column_sums_f64(dy.raw_device_data(), sink.buffer.raw_device_data(), rows, cols,
                                    sink.accumulate, dy.dtype(), ctx.stream());
       }
       bctx.alias_or_accumulate_input_grad(0, dy);
@@ -390,7 +391,8 @@ Tensor scale(const Tensor& x, float alpha) {
   OpContext ctx("scale", {&x});
   const int64_t n = x.numel();
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "scale");
-  ops::cuda::scale(x.raw_data(), y.raw_data(), alpha, false, n, x.dtype(), ctx.stream());
+  ops::cuda::scale(x.raw_device_data(), y.raw_device_data(), alpha, false, n, x.dtype(),
+                   ctx.stream());
   if (needs_grad({&x})) {
     record_op("scale", {&x}, {&y}, [n, alpha](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -398,8 +400,8 @@ Tensor scale(const Tensor& x, float alpha) {
       if (!dy.defined() || !sink) return;
       OpContext ctx("scale", {&dy, &sink.buffer});
       check_kernel_dtypes("scale", {&dy, &sink.buffer});
-      ops::cuda::scale(dy.raw_data(), sink.buffer.raw_data(), alpha, sink.accumulate, n, dy.dtype(),
-                       ctx.stream());
+      ops::cuda::scale(dy.raw_device_data(), sink.buffer.raw_device_data(), alpha, sink.accumulate,
+                       n, dy.dtype(), ctx.stream());
     });
   }
   return y;
@@ -409,7 +411,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   OpContext ctx("mul", {&a, &b});
   const int64_t n = a.numel();
   Tensor y = detail::new_output(a.shape(), a.dtype(), a, "mul");
-  ops::cuda::mul(a.raw_data(), b.raw_data(), y.raw_data(), n, a.dtype(), ctx.stream());
+  ops::cuda::mul(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), n, a.dtype(),
+                 ctx.stream());
   if (needs_grad({&a, &b})) {
     record_op("mul", {&a, &b}, {&y}, [a, b, n](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -419,14 +422,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
       if (GradSink sink = bctx.grad_input(0)) {
         ctx.check(sink.buffer);
         check_kernel_dtypes("mul", {&b, &dy, &sink.buffer});
-        ops::cuda::mul_backward(b.raw_data(), dy.raw_data(), sink.buffer.raw_data(),
-                                sink.accumulate, n, dy.dtype(), ctx.stream());
+        ops::cuda::mul_backward(b.raw_device_data(), dy.raw_device_data(),
+                                sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
+                                ctx.stream());
       }
       if (GradSink sink = bctx.grad_input(1)) {
         ctx.check(sink.buffer);
         check_kernel_dtypes("mul", {&a, &dy, &sink.buffer});
-        ops::cuda::mul_backward(a.raw_data(), dy.raw_data(), sink.buffer.raw_data(),
-                                sink.accumulate, n, dy.dtype(), ctx.stream());
+        ops::cuda::mul_backward(a.raw_device_data(), dy.raw_device_data(),
+                                sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
+                                ctx.stream());
       }
     });
   }
@@ -437,7 +442,7 @@ Tensor tanh(const Tensor& x) {
   OpContext ctx("tanh", {&x});
   const int64_t n = x.numel();
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "tanh");
-  ops::cuda::tanh_forward(x.raw_data(), y.raw_data(), n, x.dtype(), ctx.stream());
+  ops::cuda::tanh_forward(x.raw_device_data(), y.raw_device_data(), n, x.dtype(), ctx.stream());
   if (needs_grad({&x})) {
     record_op("tanh", {&x}, {&y}, [y, n](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -445,8 +450,9 @@ Tensor tanh(const Tensor& x) {
       if (!dy.defined() || !sink) return;
       OpContext ctx("tanh", {&y, &dy, &sink.buffer});
       check_kernel_dtypes("tanh", {&y, &dy, &sink.buffer});
-      ops::cuda::tanh_backward(y.raw_data(), dy.raw_data(), sink.buffer.raw_data(), sink.accumulate,
-                               n, dy.dtype(), ctx.stream());
+      ops::cuda::tanh_backward(y.raw_device_data(), dy.raw_device_data(),
+                               sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
+                               ctx.stream());
     });
   }
   return y;
@@ -457,7 +463,7 @@ Tensor dropout(const Tensor& x, float p, const RngKey& key) {
   const int64_t n = x.numel();
   const float keep_prob = math::dropout_keep_prob(p);
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "dropout");
-  ops::cuda::dropout(x.raw_data(), y.raw_data(), false, n, key, keep_prob,
+  ops::cuda::dropout(x.raw_device_data(), y.raw_device_data(), false, n, key, keep_prob,
                      math::dropout_scale(keep_prob), x.dtype(), ctx.stream());
   if (needs_grad({&x})) {
     record_op("dropout", {&x}, {&y}, [key, p, n](BackwardContext& bctx) {
@@ -467,8 +473,8 @@ Tensor dropout(const Tensor& x, float p, const RngKey& key) {
       OpContext ctx("dropout", {&dy, &sink.buffer});
       check_kernel_dtypes("dropout", {&dy, &sink.buffer});
       const float keep = math::dropout_keep_prob(p);
-      ops::cuda::dropout(dy.raw_data(), sink.buffer.raw_data(), sink.accumulate, n, key, keep,
-                         math::dropout_scale(keep), dy.dtype(), ctx.stream());
+      ops::cuda::dropout(dy.raw_device_data(), sink.buffer.raw_device_data(), sink.accumulate, n,
+                         key, keep, math::dropout_scale(keep), dy.dtype(), ctx.stream());
     });
   }
   return y;
@@ -477,7 +483,8 @@ Tensor dropout(const Tensor& x, float p, const RngKey& key) {
 Tensor cast(const Tensor& x, DType dtype) {
   OpContext ctx("cast", {&x});
   Tensor y = detail::new_output(x.shape(), dtype, x, "cast");
-  ops::cuda::cast(x.raw_data(), x.dtype(), y.raw_data(), dtype, x.numel(), ctx.stream());
+  ops::cuda::cast(x.raw_device_data(), x.dtype(), y.raw_device_data(), dtype, x.numel(),
+                  ctx.stream());
   if (needs_grad({&x})) {
     record_op("cast", {&x}, {&y}, [](BackwardContext& bctx) {
       Tensor dy = bctx.grad_output(0);
@@ -496,8 +503,9 @@ Tensor reduce(const Tensor& x, ops::cuda::ReduceTerm term, double divisor, const
   // Doubles in a fp32 workspace (2 floats each); the allocation is 256-byte aligned.
   const int64_t doubles = ops::cuda::reduce_workspace_doubles(x.numel());
   Tensor chunk_sums = detail::new_workspace({2 * doubles}, x, "reduction chunk sums");
-  ops::cuda::reduce_sum(x.raw_data(), x.numel(), x.dtype(), term, divisor,
-                        static_cast<double*>(chunk_sums.raw_data()), y.data<float>(), ctx.stream());
+  ops::cuda::reduce_sum(x.raw_device_data(), x.numel(), x.dtype(), term, divisor,
+                        static_cast<double*>(chunk_sums.raw_device_data()), y.device_data<float>(),
+                        ctx.stream());
   return y;
 }
 
@@ -510,7 +518,7 @@ void record_fill_backward(const char* op, const Tensor& x, const Tensor& y, doub
     ZS_CHECK(dy.numel() == 1, op, ": expected a gradient with one element, got ", dy.describe());
     OpContext ctx(op, {&dy, &sink.buffer});
     Tensor dy32 = detail::as_f32(dy);
-    ops::cuda::fill_from_scalar(sink.buffer.raw_data(), dy32.data<float>(), divisor,
+    ops::cuda::fill_from_scalar(sink.buffer.raw_device_data(), dy32.device_data<float>(), divisor,
                                 sink.accumulate, sink.buffer.numel(), sink.buffer.dtype(),
                                 ctx.stream());
   });
@@ -528,8 +536,9 @@ Tensor sum_of_squares(const Tensor& x) {
       OpContext ctx("sum_of_squares", {&x, &dy, &sink.buffer});
       check_kernel_dtypes("sum_of_squares", {&x, &sink.buffer});
       Tensor dy32 = detail::as_f32(dy);
-      ops::cuda::sum_of_squares_backward(x.raw_data(), dy32.data<float>(), sink.buffer.raw_data(),
-                                         sink.accumulate, x.numel(), x.dtype(), ctx.stream());
+      ops::cuda::sum_of_squares_backward(x.raw_device_data(), dy32.device_data<float>(),
+                                         sink.buffer.raw_device_data(), sink.accumulate, x.numel(),
+                                         x.dtype(), ctx.stream());
     });
   }
   return y;
@@ -550,7 +559,7 @@ Tensor mean(const Tensor& x) {
 
 void scale_(const Tensor& x, float alpha) {
   OpContext ctx("scale_", {&x});
-  ops::cuda::scale_inplace(x.raw_data(), alpha, x.numel(), x.dtype(), ctx.stream());
+  ops::cuda::scale_inplace(x.raw_device_data(), alpha, x.numel(), x.dtype(), ctx.stream());
 }
 
 bool all_finite(const Tensor& x) {
@@ -558,19 +567,19 @@ bool all_finite(const Tensor& x) {
   if (x.numel() == 0) return true;
   Tensor flag =
       Tensor::empty({1}, DType::kI32, x.allocator(), MemoryCategory::kWorkspace, "all_finite flag");
-  return ops::cuda::all_finite(x.raw_data(), x.numel(), x.dtype(), flag.data<int32_t>(),
-                               ctx.stream());
+  return ops::cuda::all_finite(x.raw_device_data(), x.numel(), x.dtype(),
+                               flag.device_data<int32_t>(), ctx.stream());
 }
 
 void fill_(const Tensor& x, float value) {
   OpContext ctx("fill_", {&x});
-  ops::cuda::fill(x.raw_data(), value, false, x.numel(), x.dtype(), ctx.stream());
+  ops::cuda::fill(x.raw_device_data(), value, false, x.numel(), x.dtype(), ctx.stream());
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
   OpContext ctx("copy_", {&dst, &src});
-  ops::cuda::cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), dst.numel(),
-                  ctx.stream());
+  ops::cuda::cast(src.raw_device_data(), src.dtype(), dst.raw_device_data(), dst.dtype(),
+                  dst.numel(), ctx.stream());
 }
 
 }  // namespace cuda_path

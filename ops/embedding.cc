@@ -149,10 +149,11 @@ void backward_cuda(const Tensor& ids, int64_t vocab, int64_t cols, BackwardConte
   Tensor flag;
   if (checks_ids) flag = detail::new_index_flag(ids, positions, "embedding backward bad id flag");
   // dout is read as it is (fp32 exactly), the sink written in its own dtype: no staging.
-  cuda::embedding_backward(ids.data<int32_t>(), dy_any.raw_data(), dy_any.dtype(), positions, vocab,
-                           cols, sink.buffer.raw_data(), sink.buffer.dtype(), sink.accumulate,
-                           workspace.defined() ? workspace.raw_data() : nullptr, workspace_bytes,
-                           checks_ids ? flag.data<int32_t>() : nullptr, ctx.stream());
+  cuda::embedding_backward(
+      ids.device_data<int32_t>(), dy_any.raw_device_data(), dy_any.dtype(), positions, vocab, cols,
+      sink.buffer.raw_device_data(), sink.buffer.dtype(), sink.accumulate,
+      workspace.defined() ? workspace.raw_device_data() : nullptr, workspace_bytes,
+      checks_ids ? flag.device_data<int32_t>() : nullptr, ctx.stream());
   if (!checks_ids) return;
   const int64_t bad = flagged_position(flag, positions);
   if (bad < 0) return;
@@ -174,8 +175,9 @@ Tensor embedding_cuda(const Tensor& table, const Tensor& ids, const Shape& out_s
     for (int64_t p = 0; p < positions; ++p) check_id(table, ids, p, id[static_cast<size_t>(p)]);
   } else if (positions > 0) {
     Tensor flag = detail::new_index_flag(ids, positions, "embedding bad id flag");
-    cuda::embedding_forward(table.raw_data(), ids.data<int32_t>(), out.raw_data(), vocab, cols,
-                            positions, table.dtype(), flag.data<int32_t>(), ctx.stream());
+    cuda::embedding_forward(table.raw_device_data(), ids.device_data<int32_t>(),
+                            out.raw_device_data(), vocab, cols, positions, table.dtype(),
+                            flag.device_data<int32_t>(), ctx.stream());
     const int64_t bad = flagged_position(flag, positions);
     if (bad >= 0) {
       check_id(table, ids, bad, detail::read_int32_at(ids, bad));

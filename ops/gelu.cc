@@ -47,7 +47,7 @@ void backward(const Tensor& x, BackwardContext& ctx) {
 Tensor gelu_cuda(const Tensor& x) {
   cuda::OpContext ctx(kOp, {&x});
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
-  cuda::gelu_forward(x.raw_data(), y.raw_data(), x.numel(), x.dtype(), ctx.stream());
+  cuda::gelu_forward(x.raw_device_data(), y.raw_device_data(), x.numel(), x.dtype(), ctx.stream());
   if (needs_grad({&x})) {
     record_op(kOp, {&x}, {&y}, [x](BackwardContext& bctx) {
       Tensor dy_any = bctx.grad_output(0);
@@ -55,8 +55,9 @@ Tensor gelu_cuda(const Tensor& x) {
       if (!dy_any.defined() || !sink) return;
       cuda::OpContext ctx(kOp, {&x, &dy_any, &sink.buffer});
       Tensor dy32 = detail::as_f32(dy_any);
-      cuda::gelu_backward(x.raw_data(), dy32.data<float>(), sink.buffer.raw_data(), x.numel(),
-                          x.dtype(), sink.buffer.dtype(), sink.accumulate, ctx.stream());
+      cuda::gelu_backward(x.raw_device_data(), dy32.device_data<float>(),
+                          sink.buffer.raw_device_data(), x.numel(), x.dtype(), sink.buffer.dtype(),
+                          sink.accumulate, ctx.stream());
     });
   }
   return y;

@@ -176,11 +176,13 @@ void backward_cuda(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink,
   detail::F32GradBuffer dgamma = param_grad_buffer(dgamma_sink, saved.x, ctx);
   detail::F32GradBuffer dbeta = param_grad_buffer(dbeta_sink, saved.x, ctx);
   cuda::layernorm_backward(
-      saved.x.raw_data(), dy32.data<float>(), saved.gamma.raw_data(), saved.mean.data<float>(),
-      saved.rstd.data<float>(), dx_sink ? dx_sink.buffer.raw_data() : nullptr,
-      dgamma_sink ? dgamma.buffer.data<float>() : nullptr,
-      dbeta_sink ? dbeta.buffer.data<float>() : nullptr, saved.rows, saved.cols, saved.x.dtype(),
-      dx_sink ? dx_sink.buffer.dtype() : saved.x.dtype(), dx_sink.accumulate, ctx.stream());
+      saved.x.raw_device_data(), dy32.device_data<float>(), saved.gamma.raw_device_data(),
+      saved.mean.device_data<float>(), saved.rstd.device_data<float>(),
+      dx_sink ? dx_sink.buffer.raw_device_data() : nullptr,
+      dgamma_sink ? dgamma.buffer.device_data<float>() : nullptr,
+      dbeta_sink ? dbeta.buffer.device_data<float>() : nullptr, saved.rows, saved.cols,
+      saved.x.dtype(), dx_sink ? dx_sink.buffer.dtype() : saved.x.dtype(), dx_sink.accumulate,
+      ctx.stream());
   if (dgamma_sink) detail::finish_grad(dgamma_sink, dgamma);
   if (dbeta_sink) detail::finish_grad(dbeta_sink, dbeta);
 }
@@ -196,9 +198,10 @@ Tensor layernorm_cuda(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
     saved.mean = detail::new_workspace({rows}, x, "layernorm mean");
     saved.rstd = detail::new_workspace({rows}, x, "layernorm rstd");
   }
-  cuda::layernorm_forward(x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
-                          saved.mean.data<float>(), saved.rstd.data<float>(), rows, cols, eps,
-                          x.dtype(), ctx.stream());
+  cuda::layernorm_forward(x.raw_device_data(), gamma.raw_device_data(), beta.raw_device_data(),
+                          y.raw_device_data(), saved.mean.device_data<float>(),
+                          saved.rstd.device_data<float>(), rows, cols, eps, x.dtype(),
+                          ctx.stream());
   if (record) record_layernorm(x, gamma, beta, y, saved, &backward_cuda);
   return y;
 }

@@ -67,11 +67,13 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, in
       x.dtype() == DType::kF32 ? y : detail::new_workspace(out_shape, x, "linear fp32 out");
   float beta = 0.0f;
   if (bias.defined()) {
-    cuda::broadcast_rows(bias.raw_data(), y32.data<float>(), m, n, bias.dtype(), ctx.stream());
+    cuda::broadcast_rows(bias.raw_device_data(), y32.device_data<float>(), m, n, bias.dtype(),
+                         ctx.stream());
     beta = 1.0f;
   }
-  cuda::gemm(ctx.cublas(), false, true, m, n, k, 1.0f, x.raw_data(), ld(k), weight.raw_data(),
-             ld(k), beta, y32.raw_data(), ld(n), x.dtype(), DType::kF32);
+  cuda::gemm(ctx.cublas(), false, true, m, n, k, 1.0f, x.raw_device_data(), ld(k),
+             weight.raw_device_data(), ld(k), beta, y32.raw_device_data(), ld(n), x.dtype(),
+             DType::kF32);
   finish_output(y, y32);
 
   if (needs_grad({&x, &weight, &bias})) {
@@ -84,24 +86,24 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, in
       if (GradSink sink = bctx.grad_input(0)) {
         ctx.check(sink.buffer);
         auto dx = f32_grad_buffer(sink, dy);
-        cuda::gemm(ctx.cublas(), false, false, m, k, n, 1.0f, dy.raw_data(), ld(n),
-                   weight.raw_data(), ld(k), dx.accumulate ? 1.0f : 0.0f, dx.buffer.raw_data(),
-                   ld(k), dtype, DType::kF32);
+        cuda::gemm(ctx.cublas(), false, false, m, k, n, 1.0f, dy.raw_device_data(), ld(n),
+                   weight.raw_device_data(), ld(k), dx.accumulate ? 1.0f : 0.0f,
+                   dx.buffer.raw_device_data(), ld(k), dtype, DType::kF32);
         finish_grad(sink, dx);
       }
       if (GradSink sink = bctx.grad_input(1)) {
         ctx.check(sink.buffer);
         auto dw = f32_grad_buffer(sink, dy);
-        cuda::gemm(ctx.cublas(), true, false, n, k, m, 1.0f, dy.raw_data(), ld(n), x.raw_data(),
-                   ld(k), dw.accumulate ? 1.0f : 0.0f, dw.buffer.raw_data(), ld(k), dtype,
-                   DType::kF32);
+        cuda::gemm(ctx.cublas(), true, false, n, k, m, 1.0f, dy.raw_device_data(), ld(n),
+                   x.raw_device_data(), ld(k), dw.accumulate ? 1.0f : 0.0f,
+                   dw.buffer.raw_device_data(), ld(k), dtype, DType::kF32);
         finish_grad(sink, dw);
       }
       if (GradSink sink = bctx.grad_input(2)) {
         ctx.check(sink.buffer);
         auto db = f32_grad_buffer(sink, dy);
-        cuda::column_sums_f32(dy.raw_data(), db.buffer.data<float>(), m, n, db.accumulate,
-                              dy.dtype(), ctx.stream());
+        cuda::column_sums_f32(dy.raw_device_data(), db.buffer.device_data<float>(), m, n,
+                              db.accumulate, dy.dtype(), ctx.stream());
         finish_grad(sink, db);
       }
     });
@@ -114,8 +116,9 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
   cuda::OpContext ctx("matmul", {&a, &b});
   Tensor c = detail::new_output({m, n}, a.dtype(), a, "matmul");
   Tensor c32 = a.dtype() == DType::kF32 ? c : detail::new_workspace({m, n}, a, "matmul fp32 out");
-  cuda::gemm(ctx.cublas(), trans_a, trans_b, m, n, k, 1.0f, a.raw_data(), ld(a.size(1)),
-             b.raw_data(), ld(b.size(1)), 0.0f, c32.raw_data(), ld(n), a.dtype(), DType::kF32);
+  cuda::gemm(ctx.cublas(), trans_a, trans_b, m, n, k, 1.0f, a.raw_device_data(), ld(a.size(1)),
+             b.raw_device_data(), ld(b.size(1)), 0.0f, c32.raw_device_data(), ld(n), a.dtype(),
+             DType::kF32);
   finish_output(c, c32);
 
   if (needs_grad({&a, &b})) {
@@ -132,11 +135,13 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
         auto da = f32_grad_buffer(sink, dc);
         const float beta = da.accumulate ? 1.0f : 0.0f;
         if (!trans_a) {
-          cuda::gemm(handle, false, !trans_b, m, k, n, 1.0f, dc.raw_data(), ld(n), b.raw_data(),
-                     ld(b.size(1)), beta, da.buffer.raw_data(), ld(k), dtype, DType::kF32);
+          cuda::gemm(handle, false, !trans_b, m, k, n, 1.0f, dc.raw_device_data(), ld(n),
+                     b.raw_device_data(), ld(b.size(1)), beta, da.buffer.raw_device_data(), ld(k),
+                     dtype, DType::kF32);
         } else {
-          cuda::gemm(handle, trans_b, true, k, m, n, 1.0f, b.raw_data(), ld(b.size(1)),
-                     dc.raw_data(), ld(n), beta, da.buffer.raw_data(), ld(m), dtype, DType::kF32);
+          cuda::gemm(handle, trans_b, true, k, m, n, 1.0f, b.raw_device_data(), ld(b.size(1)),
+                     dc.raw_device_data(), ld(n), beta, da.buffer.raw_device_data(), ld(m), dtype,
+                     DType::kF32);
         }
         finish_grad(sink, da);
       }
@@ -145,11 +150,13 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
         auto db = f32_grad_buffer(sink, dc);
         const float beta = db.accumulate ? 1.0f : 0.0f;
         if (!trans_b) {
-          cuda::gemm(handle, !trans_a, false, k, n, m, 1.0f, a.raw_data(), ld(a.size(1)),
-                     dc.raw_data(), ld(n), beta, db.buffer.raw_data(), ld(n), dtype, DType::kF32);
+          cuda::gemm(handle, !trans_a, false, k, n, m, 1.0f, a.raw_device_data(), ld(a.size(1)),
+                     dc.raw_device_data(), ld(n), beta, db.buffer.raw_device_data(), ld(n), dtype,
+                     DType::kF32);
         } else {
-          cuda::gemm(handle, true, trans_a, n, k, m, 1.0f, dc.raw_data(), ld(n), a.raw_data(),
-                     ld(a.size(1)), beta, db.buffer.raw_data(), ld(k), dtype, DType::kF32);
+          cuda::gemm(handle, true, trans_a, n, k, m, 1.0f, dc.raw_device_data(), ld(n),
+                     a.raw_device_data(), ld(a.size(1)), beta, db.buffer.raw_device_data(), ld(k),
+                     dtype, DType::kF32);
         }
         finish_grad(sink, db);
       }

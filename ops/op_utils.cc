@@ -106,7 +106,8 @@ Tensor as_f32(const Tensor& t) {
              " must be fp16 or bf16 to convert on the GPU");
     Tensor out = new_workspace(t.shape(), t, "fp32 staging");
     ops::cuda::OpContext ctx("as_f32", {&t});
-    ops::cuda::cast(t.raw_data(), t.dtype(), out.raw_data(), DType::kF32, t.numel(), ctx.stream());
+    ops::cuda::cast(t.raw_device_data(), t.dtype(), out.raw_device_data(), DType::kF32, t.numel(),
+                    ctx.stream());
     return out;
   }
 #endif
@@ -158,8 +159,8 @@ void store_f32(const Tensor& dst, const Tensor& values) {
   if (on_cuda(dst)) {
     ZS_CHECK(is_floating(dst.dtype()), "store_f32 into ", dst.describe());
     ops::cuda::OpContext ctx("store_f32", {&dst, &values});
-    ops::cuda::cast(values.raw_data(), DType::kF32, dst.raw_data(), dst.dtype(), dst.numel(),
-                    ctx.stream());
+    ops::cuda::cast(values.raw_device_data(), DType::kF32, dst.raw_device_data(), dst.dtype(),
+                    dst.numel(), ctx.stream());
     return;
   }
 #endif

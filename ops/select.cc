@@ -82,15 +82,15 @@ void backward_cuda(const SelectDims& dims, int64_t index, BackwardContext& bctx)
   cuda::OpContext ctx(kOp, {&dy, &sink.buffer});
   detail::check_same_dtype(kOp, dy, sink.buffer);
   if (!sink.accumulate) zero_bytes(sink.buffer);  // +0 outside the selected slab
-  cuda::select_backward(dy.raw_data(), sink.buffer.raw_data(), dims.outer, dims.size, dims.inner,
-                        index, sink.accumulate, dy.dtype(), ctx.stream());
+  cuda::select_backward(dy.raw_device_data(), sink.buffer.raw_device_data(), dims.outer, dims.size,
+                        dims.inner, index, sink.accumulate, dy.dtype(), ctx.stream());
 }
 
 Tensor select_cuda(const Tensor& x, const Shape& out_shape, const SelectDims& dims, int64_t index) {
   cuda::OpContext ctx(kOp, {&x});
   Tensor y = detail::new_output(out_shape, x.dtype(), x, kOp);
-  cuda::select_forward(x.raw_data(), y.raw_data(), dims.outer, dims.size, dims.inner, index,
-                       dtype_size(x.dtype()), ctx.stream());
+  cuda::select_forward(x.raw_device_data(), y.raw_device_data(), dims.outer, dims.size, dims.inner,
+                       index, dtype_size(x.dtype()), ctx.stream());
   if (needs_grad({&x})) {
     record_op(kOp, {&x}, {&y},
               [dims, index](BackwardContext& bctx) { backward_cuda(dims, index, bctx); });

@@ -87,10 +87,10 @@ void cuda_adamw(const ShardView& view, const std::vector<Segment>& segments, con
   const cudaStream_t stream = view_stream(view, "AdamW", {&view.grad, &exp_avg, &exp_avg_sq}).get();
   // Kernels launch on the current device: it must be the stream's (the thread's may differ).
   const zs::cuda::DeviceGuard guard(view.master.device().index);
-  float* param = view.master.data<float>();
-  const float* grad = view.grad.data<float>();
-  float* m = exp_avg.data<float>();
-  float* v = exp_avg_sq.data<float>();
+  float* param = view.master.device_data<float>();
+  const float* grad = view.grad.device_data<float>();
+  float* m = exp_avg.device_data<float>();
+  float* v = exp_avg_sq.device_data<float>();
   for (const Segment& s : segments) {
     ops::cuda::adamw_step(param + s.begin, grad + s.begin, m + s.begin, v + s.begin,
                           s.end - s.begin, step, s.decay, stream);
@@ -102,9 +102,9 @@ void cuda_sgd(const ShardView& view, const std::vector<Segment>& segments,
   const cudaStream_t stream = view_stream(view, "SGD", {&view.grad, &momentum_buffer}).get();
   // Kernels launch on the current device: it must be the stream's (the thread's may differ).
   const zs::cuda::DeviceGuard guard(view.master.device().index);
-  float* param = view.master.data<float>();
-  const float* grad = view.grad.data<float>();
-  float* buffer = momentum_buffer.defined() ? momentum_buffer.data<float>() : nullptr;
+  float* param = view.master.device_data<float>();
+  const float* grad = view.grad.device_data<float>();
+  float* buffer = momentum_buffer.defined() ? momentum_buffer.device_data<float>() : nullptr;
   for (const Segment& s : segments) {
     ops::cuda::sgd_step(param + s.begin, grad + s.begin, buffer ? buffer + s.begin : nullptr,
                         s.end - s.begin, step, s.decay, nesterov, stream);
@@ -127,9 +127,9 @@ double cuda_sum_of_squares(const ShardView& view, const std::vector<Segment>& se
       {static_cast<int64_t>((ws_bytes + sizeof(float) - 1) / sizeof(float)) + 2}, DType::kF32,
       view.master.allocator(), MemoryCategory::kWorkspace, "gradient norm workspace");
   // The result double sits after the lanes (ws_bytes is a multiple of 8: still aligned).
-  char* base = static_cast<char*>(workspace.raw_data());
+  char* base = static_cast<char*>(workspace.raw_device_data());
   double* result = reinterpret_cast<double*>(base + ws_bytes);
-  ops::cuda::sum_of_squares(view.grad.data<float>(), numel, begins.data(), ends.data(),
+  ops::cuda::sum_of_squares(view.grad.device_data<float>(), numel, begins.data(), ends.data(),
                             static_cast<int64_t>(begins.size()), base, result, stream.get());
   double host = 0.0;
   ZS_CUDA_CHECK(
@@ -142,7 +142,7 @@ void cuda_scale(const ShardView& view, const std::vector<Segment>& segments, flo
   const cudaStream_t stream = view_stream(view, "scale_grads", {&view.grad}).get();
   // Kernels launch on the current device: it must be the stream's (the thread's may differ).
   const zs::cuda::DeviceGuard guard(view.master.device().index);
-  float* grad = view.grad.data<float>();
+  float* grad = view.grad.device_data<float>();
   for (const Segment& s : segments) {
     ops::cuda::scale_inplace(grad + s.begin, coefficient, s.end - s.begin, DType::kF32, stream);
   }
@@ -155,9 +155,9 @@ bool cuda_unscale_and_check(const ShardView& view, const std::vector<Segment>& s
   const zs::cuda::DeviceGuard guard(view.master.device().index);
   Tensor flag = Tensor::empty({1}, DType::kI32, view.master.allocator(), MemoryCategory::kWorkspace,
                               "loss scaler overflow mark");
-  int32_t* mark = flag.data<int32_t>();
+  int32_t* mark = flag.device_data<int32_t>();
   ZS_CUDA_CHECK(cudaMemsetAsync(mark, 0, sizeof(int32_t), stream.get()));
-  float* grad = view.grad.data<float>();
+  float* grad = view.grad.device_data<float>();
   for (const Segment& s : segments) {
     ops::cuda::unscale_and_mark(grad + s.begin, s.end - s.begin, inv_scale, mark, stream.get());
   }

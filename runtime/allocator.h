@@ -3,7 +3,9 @@
 // device for memory.
 //
 // An allocator is an object a rank owns and passes in (no global allocator): ops allocate their
-// outputs from the allocator of their inputs' storage. The tracker must outlive the allocator,
+// outputs from the allocator of their inputs' storage. It also says whether the host may read and
+// write its memory through a plain pointer (host_visible()): Tensor's host accessors refuse
+// memory that it may not, such as CUDA device memory. The tracker must outlive the allocator,
 // and the allocator must outlive every Storage it made. Allocate/deallocate are thread-safe.
 #pragma once
 
@@ -27,6 +29,10 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
 
   Device device() const { return device_; }
+  // Whether the host may dereference this allocator's memory (CPU and pinned host memory: yes;
+  // CUDA device memory: no). The default follows the device; an allocator of host-mapped memory
+  // on a device (e.g. managed memory) overrides it.
+  virtual bool host_visible() const { return device_.is_cpu(); }
   MemoryTracker* tracker() const { return tracker_; }  // may be null: allocations untracked
 
   // Charges the tracker, then allocates; throws OutOfMemory. nbytes == 0 returns nullptr.

@@ -1,5 +1,6 @@
 // The per-device-kind hook table behind the runtime's host helpers: what Tensor::to_vector,
-// copy_from, fill, zeros, zero_bytes and accumulate_into (and through them the autograd tape,
+// copy_from, copy_to_host, copy_from_host, fill, zeros, zero_bytes, fill_index_mod and
+// accumulate_into (and through them the autograd tape,
 // which sums gradients with accumulate_into and seeds backward with fill) do for a tensor that
 // is not on the CPU.
 //
@@ -20,6 +21,8 @@
 // Thread-safety: install_device_kernels and device_kernels may be called from any thread (one
 // atomic pointer per kind). The table entry must have static storage duration.
 #pragma once
+
+#include <cstdint>
 
 #include "runtime/device.h"
 
@@ -42,6 +45,8 @@ struct DeviceKernels {
   // dst += src element-wise, summed in fp32 and rounded once to dst's dtype (floating dtypes;
   // the CPU's accumulate_into formula).
   void (*accumulate)(const Tensor& dst, const Tensor& src) = nullptr;
+  // Element i of the int32 tensor dst = i mod period (fill_index_mod; 0 < period < 2^31).
+  void (*fill_index_mod)(const Tensor& dst, int64_t period) = nullptr;
 };
 
 // Installs (or, with nullptr, removes) the table of `kind`; `kernels` must outlive every later

@@ -36,6 +36,7 @@ class Storage {
   MemoryCategory category() const { return category_; }
   Allocator& allocator() const { return *allocator_; }
   Device device() const { return allocator_->device(); }
+  bool host_visible() const { return allocator_->host_visible(); }
 
   // Frees the memory (and its tracker charge); views stay valid handles. Idempotent.
   void release();

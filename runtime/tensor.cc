@@ -1,6 +1,8 @@
 // Tensor implementation: construction, checked data access, views and host helpers.
 #include "runtime/tensor.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
@@ -105,6 +107,18 @@ Allocator& Tensor::allocator() const {
 }
 
 void* Tensor::raw_data() const {
+  void* data = raw_device_data();
+  // Checked after the release check, so a released parameter is still reported as released.
+  ZS_CHECK(storage_->host_visible(), "host access to tensor ", describe(), " on ", device().str(),
+           ": its memory (storage '", storage_->name(),
+           "') is not host-visible, so the host cannot read or write it through a pointer. Copy "
+           "it to the host first (to_vector / copy_to_host, or build the values in a host "
+           "buffer and copy_from_host), or do the work in a kernel on ",
+           device().str());
+  return data;
+}
+
+void* Tensor::raw_device_data() const {
   ZS_CHECK(defined(), "data of an undefined tensor (was it created, or its gradient computed?)");
   if (storage_->is_released()) {
     ZS_THROW(ReleasedTensor, "tensor ", describe(), " was released: its storage '",
@@ -273,7 +287,7 @@ std::vector<float> Tensor::to_vector() const {
   // A device tensor: download its bytes (synchronously, after the work enqueued on its
   // allocator's stream), then convert on the host exactly as above.
   std::vector<unsigned char> bytes(nbytes());
-  (void)raw_data();  // throws ReleasedTensor naming the tensor
+  (void)raw_device_data();  // throws ReleasedTensor naming the tensor
   device_kernels(device(), "to_vector").download(*this, bytes.data());
   host_bytes_to_floats(bytes.data(), dtype_, out);
   return out;
@@ -290,16 +304,38 @@ void Tensor::copy_from(const std::vector<float>& values) const {
   }
   // A device tensor: convert on the host, then upload synchronously (the staging bytes are
   // freed on return, so the copy must be complete by then).
-  (void)raw_data();  // throws ReleasedTensor naming the tensor
+  (void)raw_device_data();  // throws ReleasedTensor naming the tensor
   std::vector<unsigned char> bytes(nbytes());
   floats_to_host_bytes(values, dtype_, bytes.data());
   device_kernels(device(), "copy_from").upload(*this, bytes.data());
 }
 
+void Tensor::copy_to_host(void* host) const {
+  ZS_CHECK(defined(), "copy_to_host needs a defined tensor, got ", describe());
+  if (nbytes() == 0) return;
+  if (device().is_cpu()) {
+    std::memcpy(host, raw_data(), nbytes());
+    return;
+  }
+  (void)raw_device_data();  // throws ReleasedTensor naming the tensor
+  device_kernels(device(), "copy_to_host").download(*this, host);
+}
+
+void Tensor::copy_from_host(const void* host) const {
+  ZS_CHECK(defined(), "copy_from_host needs a defined tensor, got ", describe());
+  if (nbytes() == 0) return;
+  if (device().is_cpu()) {
+    std::memcpy(raw_data(), host, nbytes());
+    return;
+  }
+  (void)raw_device_data();  // throws ReleasedTensor naming the tensor
+  device_kernels(device(), "copy_from_host").upload(*this, host);
+}
+
 void Tensor::fill(float value) const {
   if (defined() && !device().is_cpu()) {
     if (numel_ == 0) return;
-    (void)raw_data();                                     // throws ReleasedTensor naming the tensor
+    (void)raw_device_data();                              // throws ReleasedTensor naming the tensor
     device_kernels(device(), "fill").fill(*this, value);  // a kernel: no host staging
     return;
   }
@@ -322,8 +358,8 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
              "accumulate_into needs floating tensors, got ", src.describe(), " into ",
              dst.describe());
     if (dst.numel() == 0) return;
-    (void)dst.raw_data();  // throw ReleasedTensor naming the tensor
-    (void)src.raw_data();
+    (void)dst.raw_device_data();  // throw ReleasedTensor naming the tensor
+    (void)src.raw_device_data();
     device_kernels(dst.device(), "accumulate_into").accumulate(dst, src);
     return;
   }
@@ -349,8 +385,26 @@ void zero_bytes(const Tensor& t) {
     std::memset(t.raw_data(), 0, t.nbytes());
     return;
   }
-  (void)t.raw_data();  // throws ReleasedTensor naming the tensor
+  (void)t.raw_device_data();  // throws ReleasedTensor naming the tensor
   device_kernels(t.device(), "zero_bytes").zero_bytes(t);
+}
+
+void fill_index_mod(const Tensor& t, int64_t period) {
+  ZS_CHECK(t.defined() && t.dtype() == DType::kI32, "fill_index_mod needs an int32 tensor, got ",
+           t.describe());
+  if (t.numel() == 0) return;
+  ZS_CHECK(period > 0 && period <= INT32_MAX, "fill_index_mod: period ", period,
+           " must be in [1, 2^31) for ", t.describe());
+  if (t.device().is_cpu()) {
+    int32_t* values = t.data<int32_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) values[i] = static_cast<int32_t>(i % period);
+    return;
+  }
+  (void)t.raw_device_data();  // throws ReleasedTensor naming the tensor
+  const DeviceKernels& kernels = device_kernels(t.device(), "fill_index_mod");
+  ZS_CHECK(kernels.fill_index_mod != nullptr, "fill_index_mod on ", t.device().str(), ": the ",
+           kernels.name, " kernels have no fill_index_mod");
+  kernels.fill_index_mod(t, period);
 }
 
 }  // namespace zs

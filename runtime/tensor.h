@@ -6,6 +6,11 @@
 // autograd identity. Parameters are views into their unit's flat buffer; when that buffer's
 // storage is released, touching a parameter's data throws ReleasedTensor naming the parameter.
 //
+// Host and device: data<T>() / raw_data() give the host a pointer and refuse memory the host
+// cannot dereference (CUDA device memory) by the tensor's name; device_data<T>() /
+// raw_device_data() give the address on the tensor's own device, for device kernels and copies.
+// The host helpers (to_vector, copy_from, fill, ...) work on any device.
+//
 // Thread-safety: a Tensor is a value; distinct handles may be used from distinct threads. The
 // same storage written from two threads at once is the caller's race.
 #pragma once
@@ -60,13 +65,27 @@ class Tensor {
   size_t offset_bytes() const { return offset_bytes_; }
   bool is_released() const { return storage_ && storage_->is_released(); }
 
-  // Typed data; checks the dtype and that the storage is not released (both name the tensor).
+  // Host access. Typed data for the host to read and write; checks the dtype, that the storage
+  // is not released, and that its memory is host-visible (Allocator::host_visible: not CUDA
+  // device memory) — each error names the tensor, and the last its device and what to do.
   template <typename T>
   T* data() const {
     check_dtype(DTypeOf<T>::value);
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
+  bool is_host_visible() const { return defined() && storage_->host_visible(); }
+
+  // Device access: the address of the first element in the memory of the tensor's device (a
+  // device pointer for CUDA memory), for kernels, library calls and copies that run on that
+  // device — never for the host to dereference unless is_host_visible(). Checks the dtype (typed
+  // form) and that the storage is not released.
+  template <typename T>
+  T* device_data() const {
+    check_dtype(DTypeOf<T>::value);
+    return static_cast<T*>(raw_device_data());
+  }
+  void* raw_device_data() const;
 
   // Name used in errors ("blocks.3.attn.qkv.weight"); empty if unnamed.
   const std::string& name() const;
@@ -91,13 +110,16 @@ class Tensor {
   Tensor detach() const;
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
 
-  // Host-side helpers: copy out/in as float (converting fp16/bf16/int32), fill. Any device: a
+  // Host-side helpers: copy out/in as float (converting fp16/bf16/int32) or as raw bytes in the
+  // tensor's dtype (copy_to_host/copy_from_host: nbytes() bytes at `host`), fill. Any device: a
   // device tensor goes through its device's hooks (runtime/device_kernels.h) — for CUDA, a
-  // synchronous copy on the tensor's allocator stream (to_vector, copy_from, item: the host
-  // waits for the work already enqueued there) or a kernel enqueued there (fill). They are for
-  // tests, the tape and setup, not for a training step's inner loop.
+  // synchronous copy on the tensor's allocator stream (to_vector, copy_from, item, the raw
+  // copies: the host waits for the work already enqueued there) or a kernel enqueued there
+  // (fill). They are for tests, the tape and setup, not for a training step's inner loop.
   std::vector<float> to_vector() const;
   void copy_from(const std::vector<float>& values) const;
+  void copy_to_host(void* host) const;
+  void copy_from_host(const void* host) const;
   void fill(float value) const;
   float item() const;  // the single element of a 1-element tensor, as float
 
@@ -118,6 +140,10 @@ void accumulate_into(const Tensor& dst, const Tensor& src);
 
 // Every byte of t = 0 (+0.0 in every dtype), on any device.
 void zero_bytes(const Tensor& t);
+
+// Element i of the int32 tensor t = i mod period, on any device (a kernel on a device: no host
+// copy, no wait). The position ids of a [batch, period] batch of sequences.
+void fill_index_mod(const Tensor& t, int64_t period);
 
 // Autograd state of one value, shared by copies of its Tensor handle and by the tape nodes
 // that produce or consume it. It does not keep the tensor's data alive.

@@ -63,12 +63,12 @@ class CudaRankDevice final : public RankDevice {
       s.buffer = Storage::create(pinned_, std::max<size_t>(nbytes, 1), MemoryCategory::kOther,
                                  "batch staging " + std::to_string(slot));
     }
-    if (nbytes > 0) std::memcpy(s.buffer->data(), host.raw_data(), nbytes);
+    if (nbytes > 0) std::memcpy(s.buffer->data(), host.raw_device_data(), nbytes);
     Tensor device = Tensor::empty(host.shape(), host.dtype(), allocator_, name);
     // The new memory is ordered on the compute stream (stream-ordered allocation): the copy
     // stream first catches up with it, then the compute stream waits for the copy.
     copies_.order_after(stream_);
-    if (nbytes > 0) copies_.copy(device.raw_data(), s.buffer->data(), nbytes);
+    if (nbytes > 0) copies_.copy(device.raw_device_data(), s.buffer->data(), nbytes);
     copies_.order_before(stream_);
     if (!s.done) s.done = std::make_unique<cuda::Event>(stream_.device());
     s.done->record(copies_.stream());

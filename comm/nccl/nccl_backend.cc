@@ -497,14 +497,14 @@ void NcclBackend::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
       call, what,
       [&](cudaStream_t stream) {
         wide = fp32_scratch(count, what);
-        ops::cuda::cast(data, dtype, wide.raw_data(), DType::kF32, static_cast<int64_t>(count),
-                        stream);
-        return ZS_NCCL_CHECK(ncclAllReduce(wide.raw_data(), wide.raw_data(), count, ncclFloat32,
-                                           nccl_op(op), comm_, stream));
+        ops::cuda::cast(data, dtype, wide.raw_device_data(), DType::kF32,
+                        static_cast<int64_t>(count), stream);
+        return ZS_NCCL_CHECK(ncclAllReduce(wide.raw_device_data(), wide.raw_device_data(), count,
+                                           ncclFloat32, nccl_op(op), comm_, stream));
       },
       [&](cudaStream_t stream) {
-        ops::cuda::cast(wide.raw_data(), DType::kF32, data, dtype, static_cast<int64_t>(count),
-                        stream);
+        ops::cuda::cast(wide.raw_device_data(), DType::kF32, data, dtype,
+                        static_cast<int64_t>(count), stream);
       },
       &wide);
 }
@@ -530,15 +530,15 @@ void NcclBackend::reduce_scatter(const void* full, void* shard, size_t count, DT
   // form: the output is this rank's slice of the input), then round that slice into shard.
   const size_t full_count = count * static_cast<size_t>(size_);
   Tensor wide;
-  auto my_slice = [&] { return wide.data<float>() + static_cast<size_t>(rank_) * count; };
+  auto my_slice = [&] { return wide.device_data<float>() + static_cast<size_t>(rank_) * count; };
   run(
       call, what,
       [&](cudaStream_t stream) {
         wide = fp32_scratch(full_count, what);
-        ops::cuda::cast(full, dtype, wide.raw_data(), DType::kF32, static_cast<int64_t>(full_count),
-                        stream);
-        return ZS_NCCL_CHECK(ncclReduceScatter(wide.raw_data(), my_slice(), count, ncclFloat32,
-                                               nccl_op(op), comm_, stream));
+        ops::cuda::cast(full, dtype, wide.raw_device_data(), DType::kF32,
+                        static_cast<int64_t>(full_count), stream);
+        return ZS_NCCL_CHECK(ncclReduceScatter(wide.raw_device_data(), my_slice(), count,
+                                               ncclFloat32, nccl_op(op), comm_, stream));
       },
       [&](cudaStream_t stream) {
         ops::cuda::cast(my_slice(), DType::kF32, shard, dtype, static_cast<int64_t>(count), stream);

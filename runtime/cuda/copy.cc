@@ -20,7 +20,7 @@ void CopyStream::copy(const Tensor& dst, const Tensor& src) {
   ZS_CHECK(dst.dtype() == src.dtype() && dst.numel() == src.numel(),
            "CopyStream::copy: destination ", dst.describe(), " and source ", src.describe(),
            " must have the same dtype and number of elements");
-  copy(dst.raw_data(), src.raw_data(), src.nbytes());
+  copy(dst.raw_device_data(), src.raw_device_data(), src.nbytes());
 }
 
 void CopyStream::order_before(Stream& consumer) {

@@ -1,5 +1,6 @@
 // The CUDA device hooks (see device_kernels.h): synchronous copies on the tensor's allocator
-// stream, and grid-stride kernels for fill and accumulate around runtime/half.h's conversions.
+// stream, and grid-stride kernels for fill, fill_index_mod and accumulate around runtime/half.h's
+// conversions.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -34,6 +35,10 @@ __global__ void fill_kernel(T* dst, T value, int64_t n) {
   for (int64_t i = first_index(); i < n; i += stride()) dst[i] = value;
 }
 
+__global__ void index_mod_kernel(int32_t* dst, int64_t period, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += stride()) dst[i] = static_cast<int32_t>(i % period);
+}
+
 template <typename D, typename S>
 __global__ void accumulate_kernel(D* dst, const S* src, int64_t n) {
   for (int64_t i = first_index(); i < n; i += stride()) {
@@ -52,16 +57,16 @@ struct HookContext {
 
 void download(const Tensor& src, void* host) {
   HookContext ctx(src, "to_vector");
-  ZS_CUDA_CHECK(
-      cudaMemcpyAsync(host, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, ctx.stream()));
+  ZS_CUDA_CHECK(cudaMemcpyAsync(host, src.raw_device_data(), src.nbytes(), cudaMemcpyDeviceToHost,
+                                ctx.stream()));
   // Synchronous by contract: the caller reads `host` on return.
   ZS_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
 }
 
 void upload(const Tensor& dst, const void* host) {
   HookContext ctx(dst, "copy_from");
-  ZS_CUDA_CHECK(
-      cudaMemcpyAsync(dst.raw_data(), host, dst.nbytes(), cudaMemcpyHostToDevice, ctx.stream()));
+  ZS_CUDA_CHECK(cudaMemcpyAsync(dst.raw_device_data(), host, dst.nbytes(), cudaMemcpyHostToDevice,
+                                ctx.stream()));
   // Synchronous by contract: the caller frees `host` on return.
   ZS_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
 }
@@ -69,7 +74,8 @@ void upload(const Tensor& dst, const void* host) {
 template <typename T>
 void launch_fill(const Tensor& dst, T value, cudaStream_t stream) {
   const int64_t n = dst.numel();
-  fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst.raw_data()), value, n);
+  fill_kernel<T>
+      <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst.raw_device_data()), value, n);
   ZS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -95,14 +101,23 @@ void fill(const Tensor& dst, float value) {
 
 void zero_bytes(const Tensor& dst) {
   HookContext ctx(dst, "zero_bytes");
-  ZS_CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), ctx.stream()));
+  ZS_CUDA_CHECK(cudaMemsetAsync(dst.raw_device_data(), 0, dst.nbytes(), ctx.stream()));
+}
+
+void fill_index_mod(const Tensor& dst, int64_t period) {
+  HookContext ctx(dst, "fill_index_mod");
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  index_mod_kernel<<<blocks_for(n), kThreads, 0, ctx.stream()>>>(dst.device_data<int32_t>(), period,
+                                                                 n);
+  ZS_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename D>
 void launch_accumulate(const Tensor& dst, const Tensor& src, cudaStream_t stream) {
   const int64_t n = dst.numel();
-  D* d = static_cast<D*>(dst.raw_data());
-  const void* s = src.raw_data();
+  D* d = static_cast<D*>(dst.raw_device_data());
+  const void* s = src.raw_device_data();
   switch (src.dtype()) {
     case DType::kF32:
       accumulate_kernel<D, float>
@@ -157,6 +172,7 @@ DeviceKernels make_table() {
   table.fill = &fill;
   table.zero_bytes = &zero_bytes;
   table.accumulate = &accumulate;
+  table.fill_index_mod = &fill_index_mod;
   return table;
 }
 

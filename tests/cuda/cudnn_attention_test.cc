@@ -84,11 +84,11 @@ class CudnnAttentionTest : public CudaOpTest {
                      const AttentionShape& s, std::string* why_not) {
     const int64_t C = s.heads * s.head_dim;
     return ops::cuda::cudnn_attention_forward(
-        handle, qkv.raw_data(), out.raw_data(), lse.data<float>(), s.batch, s.seq, C, s.heads,
-        s.causal, s.dtype,
+        handle, qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), s.batch,
+        s.seq, C, s.heads, s.causal, s.dtype,
         [this](size_t bytes) {
           workspaces_.push_back(device_empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::kF32));
-          return workspaces_.back().raw_data();
+          return workspaces_.back().raw_device_data();
         },
         why_not);
   }
@@ -100,11 +100,12 @@ class CudnnAttentionTest : public CudaOpTest {
                       std::string* why_not) {
     const int64_t C = s.heads * s.head_dim;
     return ops::cuda::cudnn_attention_backward(
-        handle, qkv.raw_data(), out.raw_data(), lse.data<float>(), dout.raw_data(), dqkv.raw_data(),
-        s.batch, s.seq, C, s.heads, s.causal, s.dtype, accumulate,
+        handle, qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+        dout.raw_device_data(), dqkv.raw_device_data(), s.batch, s.seq, C, s.heads, s.causal,
+        s.dtype, accumulate,
         [this](size_t bytes) {
           workspaces_.push_back(device_empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::kF32));
-          return workspaces_.back().raw_data();
+          return workspaces_.back().raw_device_data();
         },
         why_not);
   }
@@ -114,10 +115,10 @@ class CudnnAttentionTest : public CudaOpTest {
                       Tensor& dqkv, const AttentionShape& s, bool accumulate) {
     const int64_t C = s.heads * s.head_dim;
     Tensor delta = device_empty({s.batch * s.heads * s.seq}, DType::kF32);
-    ops::cuda::attention_backward(qkv.raw_data(), out.raw_data(), lse.data<float>(),
-                                  dout.raw_data(), delta.data<float>(), dqkv.raw_data(), s.batch,
-                                  s.seq, C, s.heads, s.causal, nullptr, s.dtype, s.dtype,
-                                  accumulate, stream_->get());
+    ops::cuda::attention_backward(
+        qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+        dout.raw_device_data(), delta.device_data<float>(), dqkv.raw_device_data(), s.batch, s.seq,
+        C, s.heads, s.causal, nullptr, s.dtype, s.dtype, accumulate, stream_->get());
     workspaces_.push_back(delta);  // alive until the fixture's stream has run the kernel
   }
 
@@ -168,9 +169,9 @@ TEST_P(CudnnAttentionMatchTest, MatchesThePlainKernel) {
   if (!cudnn_forward(handle, qkv, out, lse, s, &why_not)) {
     GTEST_SKIP() << "cuDNN fused attention declined: " << why_not;
   }
-  ops::cuda::attention_forward(qkv.raw_data(), want_out.raw_data(), want_lse.data<float>(), s.batch,
-                               s.seq, C, s.heads, s.causal, nullptr, nullptr, s.dtype,
-                               stream_->get());
+  ops::cuda::attention_forward(qkv.raw_device_data(), want_out.raw_device_data(),
+                               want_lse.device_data<float>(), s.batch, s.seq, C, s.heads, s.causal,
+                               nullptr, nullptr, s.dtype, stream_->get());
   expect_close(download(out).to_vector(), download(want_out).to_vector(), s.dtype, 1e-2, 1e-2,
                "out");
   expect_close(download(lse).to_vector(), download(want_lse).to_vector(), DType::kF32, 1e-3, 1e-3,
@@ -198,8 +199,9 @@ TEST_P(CudnnAttentionBackwardTest, MatchesThePlainKernel) {
   // out and lse from the plain forward: both backwards get the same saved tensors.
   Tensor out = device_empty({s.batch, s.seq, C}, s.dtype);
   Tensor lse = device_empty({s.batch, s.heads, s.seq}, DType::kF32);
-  ops::cuda::attention_forward(qkv.raw_data(), out.raw_data(), lse.data<float>(), s.batch, s.seq, C,
-                               s.heads, s.causal, nullptr, nullptr, s.dtype, stream_->get());
+  ops::cuda::attention_forward(qkv.raw_device_data(), out.raw_device_data(),
+                               lse.device_data<float>(), s.batch, s.seq, C, s.heads, s.causal,
+                               nullptr, nullptr, s.dtype, stream_->get());
 
   CudnnHandle handle(*stream_);
   std::string why_not;

@@ -31,18 +31,14 @@
 #include "runtime/device_kernels.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/support/fake_device_kernels.h"
+#include "tests/support/labelled_allocator.h"
 
 namespace zs {
 namespace {
 
-class LabelledAllocator : public Allocator {
- public:
-  explicit LabelledAllocator(Device device) : Allocator(device, nullptr) {}
-
- protected:
-  void* raw_allocate(size_t nbytes) override { return std::malloc(nbytes); }
-  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
-};
+using testing::FakeDeviceKernels;
+using testing::LabelledAllocator;
 
 std::string invalid_argument_text(const std::function<void()>& fn) {
   try {
@@ -56,60 +52,6 @@ std::string invalid_argument_text(const std::function<void()>& fn) {
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-// A fake CUDA table over host memory (the labelled allocator's), counting calls. fp32 only.
-struct FakeCalls {
-  int download = 0, upload = 0, fill = 0, zero = 0, accumulate = 0;
-};
-FakeCalls g_calls;
-
-void fake_download(const Tensor& src, void* host) {
-  ++g_calls.download;
-  std::memcpy(host, src.raw_data(), src.nbytes());
-}
-void fake_upload(const Tensor& dst, const void* host) {
-  ++g_calls.upload;
-  std::memcpy(dst.raw_data(), host, dst.nbytes());
-}
-void fake_fill(const Tensor& dst, float value) {
-  ++g_calls.fill;
-  float* p = static_cast<float*>(dst.raw_data());
-  for (int64_t i = 0; i < dst.numel(); ++i) p[i] = value;
-}
-void fake_zero(const Tensor& dst) {
-  ++g_calls.zero;
-  std::memset(dst.raw_data(), 0, dst.nbytes());
-}
-void fake_accumulate(const Tensor& dst, const Tensor& src) {
-  ++g_calls.accumulate;
-  float* d = static_cast<float*>(dst.raw_data());
-  const float* s = static_cast<const float*>(src.raw_data());
-  for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
-}
-
-DeviceKernels fake_table() {
-  DeviceKernels table;
-  table.name = "fake cuda";
-  table.download = &fake_download;
-  table.upload = &fake_upload;
-  table.fill = &fake_fill;
-  table.zero_bytes = &fake_zero;
-  table.accumulate = &fake_accumulate;
-  return table;
-}
-
-// Installs the fake table for a scope and removes it again.
-class FakeCudaTable {
- public:
-  FakeCudaTable() {
-    g_calls = FakeCalls{};
-    install_device_kernels(Device::Kind::kCUDA, &table_);
-  }
-  ~FakeCudaTable() { install_device_kernels(Device::Kind::kCUDA, nullptr); }
-
- private:
-  static inline const DeviceKernels table_ = fake_table();
-};
 
 class DeviceDispatchUnit : public ::testing::Test {
  protected:
@@ -146,25 +88,25 @@ TEST_F(DeviceDispatchUnit, HostHelpersRefuseADeviceWithoutKernels) {
 }
 
 TEST_F(DeviceDispatchUnit, TheCpuKindCannotBeOverridden) {
-  const DeviceKernels table = fake_table();
+  const DeviceKernels& table = FakeDeviceKernels::table();
   EXPECT_TRUE(
       contains(invalid_argument_text([&] { install_device_kernels(Device::Kind::kCPU, &table); }),
                "CPU tensors use the runtime's own loops"));
 }
 
 TEST_F(DeviceDispatchUnit, HostHelpersAndTheTapeGoThroughTheInstalledTable) {
-  FakeCudaTable fake;
+  FakeDeviceKernels fake;
   Tensor t = Tensor::zeros({3}, DType::kF32, cuda0_, "t");
-  EXPECT_EQ(g_calls.zero, 1);
+  EXPECT_EQ(fake.counts().zero, 1);
   t.copy_from({1.0f, 2.0f, 3.0f});
-  EXPECT_EQ(g_calls.upload, 1);
+  EXPECT_EQ(fake.counts().upload, 1);
   EXPECT_EQ(t.to_vector(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
-  EXPECT_EQ(g_calls.download, 1);
+  EXPECT_EQ(fake.counts().download, 1);
   Tensor u = labelled({3});
   u.fill(0.5f);
-  EXPECT_EQ(g_calls.fill, 1);
+  EXPECT_EQ(fake.counts().fill, 1);
   accumulate_into(t, u);
-  EXPECT_EQ(g_calls.accumulate, 1);
+  EXPECT_EQ(fake.counts().accumulate, 1);
   EXPECT_EQ(t.to_vector(), (std::vector<float>{1.5f, 2.5f, 3.5f}));
   // The tape: the loss seed is filled and a second gradient is summed through the table.
   Tensor leaf = Tensor::zeros({1}, DType::kF32, cuda0_, "leaf").set_requires_grad(true);
@@ -176,15 +118,15 @@ TEST_F(DeviceDispatchUnit, HostHelpersAndTheTapeGoThroughTheInstalledTable) {
     ctx.alias_or_accumulate_input_grad(0, g);
     ctx.alias_or_accumulate_input_grad(1, g);
   });
-  g_calls = FakeCalls{};
+  fake.reset_counts();
   backward(total, 3.0f);
-  EXPECT_EQ(g_calls.fill, 1);  // the seed
-  EXPECT_GE(g_calls.accumulate, 1);
+  EXPECT_EQ(fake.counts().fill, 1);  // the seed
+  EXPECT_GE(fake.counts().accumulate, 1);
   EXPECT_EQ(leaf.grad().to_vector(), (std::vector<float>{6.0f}));
 }
 
 TEST_F(DeviceDispatchUnit, MixedDevicesAreRefusedForHelpersAndOps) {
-  FakeCudaTable fake;
+  FakeDeviceKernels fake;
   Tensor on_device = labelled({2, 3});
   Tensor on_host = Tensor::zeros({2, 3}, DType::kF32, host_, "on_host");
   EXPECT_TRUE(contains(invalid_argument_text([&] { accumulate_into(on_device, on_host); }),
@@ -246,15 +188,15 @@ TEST_F(DeviceDispatchUnit, NnOpsTakeTheCudaPathAndNeedACudaAllocator) {
 TEST_F(DeviceDispatchUnit, CountValidTargetsReadsDeviceTargetsThroughTheTable) {
   Tensor targets = labelled({6}, DType::kI32);
   const int32_t values[6] = {3, -100, 0, -100, 7, 2};
-  std::memcpy(targets.raw_data(), values, sizeof(values));  // host memory under the label
+  std::memcpy(targets.raw_device_data(), values, sizeof(values));  // host memory under the label
   // No table: refused by name, never read as host memory.
   const std::string message =
       invalid_argument_text([&] { (void)ops::count_valid_targets(targets); });
   EXPECT_TRUE(contains(message, "on cuda:0: no cuda:0 kernels are installed")) << message;
   // With the (fake) table: one download of the int32 values, counted exactly as on the CPU.
-  FakeCudaTable fake;
+  FakeDeviceKernels fake;
   EXPECT_EQ(ops::count_valid_targets(targets), 4);
-  EXPECT_EQ(g_calls.download, 1);
+  EXPECT_EQ(fake.counts().download, 1);
   EXPECT_EQ(ops::count_valid_targets(targets, 7), 5);
 }
 

@@ -50,8 +50,9 @@ TEST_F(CudaGemmTest, MatchesCpuSgemmForEveryTransposeAndDtype) {
           ops::cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a_ref.data<float>(), lda,
                           b_ref.data<float>(), ldb, beta, c_ref.data<float>(), ldc);
           Tensor d_a = upload(a), d_b = upload(b), d_c = upload(c);
-          ops::cuda::gemm(handle, trans_a, trans_b, m, n, k, alpha, d_a.raw_data(), lda,
-                          d_b.raw_data(), ldb, beta, d_c.raw_data(), ldc, ab, c_dtype);
+          ops::cuda::gemm(handle, trans_a, trans_b, m, n, k, alpha, d_a.raw_device_data(), lda,
+                          d_b.raw_device_data(), ldb, beta, d_c.raw_device_data(), ldc, ab,
+                          c_dtype);
           const std::vector<float> got = download(d_c).to_vector();
           const std::vector<float> want = c_ref.to_vector();
           int failures = 0;
@@ -87,8 +88,9 @@ TEST_F(CudaGemmTest, BetaZeroIgnoresNanInCAndKZeroScalesC) {
   ops::cpu::sgemm(false, false, 4, 6, 5, 1.0f, a.data<float>(), 5, b.data<float>(), 6, 0.0f,
                   want.data<float>(), 6);
   Tensor d_a = upload(a), d_b = upload(b), d_c = upload(c);
-  ops::cuda::gemm(handle, false, false, 4, 6, 5, 1.0f, d_a.raw_data(), 5, d_b.raw_data(), 6, 0.0f,
-                  d_c.raw_data(), 6, DType::kF32, DType::kF32);
+  ops::cuda::gemm(handle, false, false, 4, 6, 5, 1.0f, d_a.raw_device_data(), 5,
+                  d_b.raw_device_data(), 6, 0.0f, d_c.raw_device_data(), 6, DType::kF32,
+                  DType::kF32);
   const std::vector<float> got = download(d_c).to_vector();
   const std::vector<float> expected = want.to_vector();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
@@ -96,8 +98,9 @@ TEST_F(CudaGemmTest, BetaZeroIgnoresNanInCAndKZeroScalesC) {
   // k == 0: C = beta·C.
   c.copy_from(std::vector<float>(24, 2.0f));
   Tensor d_c2 = upload(c);
-  ops::cuda::gemm(handle, false, false, 4, 6, 0, 1.0f, d_a.raw_data(), 1, d_b.raw_data(), 6, 0.5f,
-                  d_c2.raw_data(), 6, DType::kF32, DType::kF32);
+  ops::cuda::gemm(handle, false, false, 4, 6, 0, 1.0f, d_a.raw_device_data(), 1,
+                  d_b.raw_device_data(), 6, 0.5f, d_c2.raw_device_data(), 6, DType::kF32,
+                  DType::kF32);
   EXPECT_EQ(download(d_c2).to_vector(), std::vector<float>(24, 1.0f));
 }
 

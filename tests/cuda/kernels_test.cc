@@ -40,7 +40,8 @@ TEST_F(CudaKernelTest, GeluForwardMatchesCpuOp) {
     const std::vector<float> want = ops::gelu(x).to_vector();
     Tensor dx = upload(x);
     Tensor dy = device_empty(x.shape(), dtype);
-    ops::cuda::gelu_forward(dx.raw_data(), dy.raw_data(), x.numel(), dtype, stream_->get());
+    ops::cuda::gelu_forward(dx.raw_device_data(), dy.raw_device_data(), x.numel(), dtype,
+                            stream_->get());
     expect_close(download(dy).to_vector(), want, dtype, 2e-5, 1e-7, "gelu forward");
   }
 }
@@ -54,8 +55,9 @@ TEST_F(CudaKernelTest, GeluBackwardMatchesCpuAutograd) {
     Tensor d_x = upload(x);
     Tensor d_dy = upload(seed);
     Tensor d_dx = device_empty(x.shape(), cpu_dx.dtype());
-    ops::cuda::gelu_backward(d_x.raw_data(), d_dy.data<float>(), d_dx.raw_data(), x.numel(), dtype,
-                             cpu_dx.dtype(), false, stream_->get());
+    ops::cuda::gelu_backward(d_x.raw_device_data(), d_dy.device_data<float>(),
+                             d_dx.raw_device_data(), x.numel(), dtype, cpu_dx.dtype(), false,
+                             stream_->get());
     expect_close(download(d_dx).to_vector(), cpu_dx.to_vector(), cpu_dx.dtype(), 2e-5, 1e-6,
                  "gelu backward");
   }
@@ -81,8 +83,9 @@ TEST_F(CudaKernelTest, LayernormForwardAndBackwardMatchCpuOp) {
     Tensor d_y = device_empty({rows, cols}, dtype);
     Tensor d_mean = device_empty({rows}, DType::kF32);
     Tensor d_rstd = device_empty({rows}, DType::kF32);
-    ops::cuda::layernorm_forward(d_x.raw_data(), d_gamma.raw_data(), d_beta.raw_data(),
-                                 d_y.raw_data(), d_mean.data<float>(), d_rstd.data<float>(), rows,
+    ops::cuda::layernorm_forward(d_x.raw_device_data(), d_gamma.raw_device_data(),
+                                 d_beta.raw_device_data(), d_y.raw_device_data(),
+                                 d_mean.device_data<float>(), d_rstd.device_data<float>(), rows,
                                  cols, eps, dtype, stream_->get());
     expect_close(download(d_y).to_vector(), want_y, dtype, 2e-5, 2e-5, "layernorm forward");
 
@@ -90,12 +93,14 @@ TEST_F(CudaKernelTest, LayernormForwardAndBackwardMatchCpuOp) {
     Tensor d_dx = device_empty({rows, cols}, cpu_dx.dtype());
     Tensor d_dgamma = device_empty({cols}, DType::kF32);
     Tensor d_dbeta = device_empty({cols}, DType::kF32);
-    ZS_CUDA_CHECK(cudaMemsetAsync(d_dgamma.raw_data(), 0, d_dgamma.nbytes(), stream_->get()));
-    ZS_CUDA_CHECK(cudaMemsetAsync(d_dbeta.raw_data(), 0, d_dbeta.nbytes(), stream_->get()));
-    ops::cuda::layernorm_backward(d_x.raw_data(), d_seed.data<float>(), d_gamma.raw_data(),
-                                  d_mean.data<float>(), d_rstd.data<float>(), d_dx.raw_data(),
-                                  d_dgamma.data<float>(), d_dbeta.data<float>(), rows, cols, dtype,
-                                  cpu_dx.dtype(), false, stream_->get());
+    ZS_CUDA_CHECK(
+        cudaMemsetAsync(d_dgamma.raw_device_data(), 0, d_dgamma.nbytes(), stream_->get()));
+    ZS_CUDA_CHECK(cudaMemsetAsync(d_dbeta.raw_device_data(), 0, d_dbeta.nbytes(), stream_->get()));
+    ops::cuda::layernorm_backward(d_x.raw_device_data(), d_seed.device_data<float>(),
+                                  d_gamma.raw_device_data(), d_mean.device_data<float>(),
+                                  d_rstd.device_data<float>(), d_dx.raw_device_data(),
+                                  d_dgamma.device_data<float>(), d_dbeta.device_data<float>(), rows,
+                                  cols, dtype, cpu_dx.dtype(), false, stream_->get());
     expect_close(download(d_dx).to_vector(), cpu_dx.to_vector(), cpu_dx.dtype(), 1e-4, 1e-4,
                  "layernorm dx");
     // Sums over 37 rows in another order: a few ulps of the sum of magnitudes.
@@ -133,7 +138,8 @@ TEST_F(CudaKernelTest, CastsAreBitwiseEqualToCpuOpIncludingSpecialValues) {
     for (DType to : kFloatDtypes) {
       const Tensor want = from == to ? src : ops::cast(src, to);
       Tensor d_dst = device_empty(src.shape(), to);
-      ops::cuda::cast(d_src.raw_data(), from, d_dst.raw_data(), to, src.numel(), stream_->get());
+      ops::cuda::cast(d_src.raw_device_data(), from, d_dst.raw_device_data(), to, src.numel(),
+                      stream_->get());
       EXPECT_EQ(bytes_of(download(d_dst)), bytes_of(want))
           << dtype_name(from) << " -> " << dtype_name(to);
     }
@@ -147,10 +153,10 @@ TEST_F(CudaKernelTest, ScaleAndAddAreBitwiseEqualToCpuOps) {
     Tensor d_a = upload(a);
     Tensor d_b = upload(b);
     Tensor d_sum = device_empty(a.shape(), dtype);
-    ops::cuda::add(d_a.raw_data(), d_b.raw_data(), d_sum.raw_data(), a.numel(), dtype,
-                   stream_->get());
+    ops::cuda::add(d_a.raw_device_data(), d_b.raw_device_data(), d_sum.raw_device_data(), a.numel(),
+                   dtype, stream_->get());
     EXPECT_EQ(bytes_of(download(d_sum)), bytes_of(ops::add(a, b))) << dtype_name(dtype);
-    ops::cuda::scale_inplace(d_a.raw_data(), 0.37f, a.numel(), dtype, stream_->get());
+    ops::cuda::scale_inplace(d_a.raw_device_data(), 0.37f, a.numel(), dtype, stream_->get());
     ops::scale_(a, 0.37f);
     EXPECT_EQ(bytes_of(download(d_a)), bytes_of(a)) << dtype_name(dtype);
   }
@@ -168,9 +174,9 @@ TEST_F(CudaKernelTest, NonfiniteCheckAgreesWithCpuAllFinite) {
         Tensor x = Tensor::empty({70001}, dtype, host_allocator_, MemoryCategory::kOther, "x");
         x.copy_from(values);
         Tensor d_x = upload(x);
-        ZS_CUDA_CHECK(cudaMemsetAsync(flag.raw_data(), 0, sizeof(int32_t), stream_->get()));
-        ops::cuda::mark_nonfinite(d_x.raw_data(), x.numel(), dtype, flag.data<int32_t>(),
-                                  stream_->get());
+        ZS_CUDA_CHECK(cudaMemsetAsync(flag.raw_device_data(), 0, sizeof(int32_t), stream_->get()));
+        ops::cuda::mark_nonfinite(d_x.raw_device_data(), x.numel(), dtype,
+                                  flag.device_data<int32_t>(), stream_->get());
         const bool gpu_finite = download(flag).data<int32_t>()[0] == 0;
         EXPECT_EQ(gpu_finite, ops::all_finite(x))
             << dtype_name(dtype) << " value " << bad << " at " << where;
@@ -203,11 +209,12 @@ TEST_F(CudaKernelTest, AdamWMatchesTheCpuUpdateBitForBit) {
   s.decay_factor = static_cast<float>(1.0 - lr * wd);
   // Two segments, as a shard covering a decayed weight and an undecayed bias.
   const int64_t split = 6000;
-  ops::cuda::adamw_step(d_param.data<float>(), d_grad.data<float>(), d_m.data<float>(),
-                        d_v.data<float>(), split, s, true, stream_->get());
-  ops::cuda::adamw_step(d_param.data<float>() + split, d_grad.data<float>() + split,
-                        d_m.data<float>() + split, d_v.data<float>() + split, n - split, s, false,
+  ops::cuda::adamw_step(d_param.device_data<float>(), d_grad.device_data<float>(),
+                        d_m.device_data<float>(), d_v.device_data<float>(), split, s, true,
                         stream_->get());
+  ops::cuda::adamw_step(d_param.device_data<float>() + split, d_grad.device_data<float>() + split,
+                        d_m.device_data<float>() + split, d_v.device_data<float>() + split,
+                        n - split, s, false, stream_->get());
   float* p = param.data<float>();
   float* mm = m.data<float>();
   float* vv = v.data<float>();

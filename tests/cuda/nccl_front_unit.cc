@@ -160,8 +160,9 @@ TEST(NcclFront, DeviceTensorsGoThroughToAnNcclBackend) {
   comm.all_gather(shard, full)->wait();
   comm.reduce_scatter(full, shard, ReduceOp::kSum)->wait();
   EXPECT_EQ(recorded->buffers,
-            (std::vector<const void*>{full.raw_data(), shard.raw_data(), full.raw_data(),
-                                      full.raw_data(), shard.raw_data()}));
+            (std::vector<const void*>{full.raw_device_data(), shard.raw_device_data(),
+                                      full.raw_device_data(), full.raw_device_data(),
+                                      shard.raw_device_data()}));
   // A sub-group runs on the same GPU.
   std::unique_ptr<Communicator> sub = comm.split(0, 0);
   ASSERT_NE(sub, nullptr);

@@ -74,22 +74,22 @@ TEST(NcclOrder, CollectiveWaitsForTheComputeStreamAndComputeWaitsForIt) {
     Tensor data = gpu.empty(count, DType::kI32, "data");
     Tensor out = gpu.empty(count, DType::kI32, "out");
     // Zeros, complete on the device: what a collective that did not wait would read.
-    ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_data(), 0, bytes, gpu.compute.get()));
+    ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_device_data(), 0, bytes, gpu.compute.get()));
     gpu.compute.synchronize();
     comm.all_reduce(data, ReduceOp::kSum)->wait();  // warm-up (sums zeros)
 
     // The producer: the compute stream is held for kHold, then writes 0x01010101 everywhere.
     std::atomic<bool> released{false};
     ZS_CUDA_CHECK(cudaLaunchHostFunc(gpu.compute.get(), hold_stream, &released));
-    ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_data(), 0x01, bytes, gpu.compute.get()));
+    ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_device_data(), 0x01, bytes, gpu.compute.get()));
     WorkPtr work = comm.all_reduce(data, ReduceOp::kSum);  // no host sync before it
     work->wait_on(comm::stream_ref(gpu.compute));
     // The collective cannot complete before the compute stream is released: wait_on returned
     // without waiting for it.
     EXPECT_FALSE(released.load()) << "wait_on blocked the host until the collective completed";
     // The consumer, on the compute stream, after wait_on.
-    ZS_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), data.raw_data(), bytes, cudaMemcpyDeviceToDevice,
-                                  gpu.compute.get()));
+    ZS_CUDA_CHECK(cudaMemcpyAsync(out.raw_device_data(), data.raw_device_data(), bytes,
+                                  cudaMemcpyDeviceToDevice, gpu.compute.get()));
     const Tensor host = gpu.download(out);
     work->wait();
     const int32_t expected = n * 0x01010101;
@@ -109,7 +109,7 @@ TEST(NcclOrder, SeveralCollectivesInFlightEachAfterItsProducer) {
     {  // warm-up of the same collectives and sizes
       Tensor warm = gpu.empty(count, DType::kI32, "warm-up");
       Tensor warm_shard = gpu.empty(count / n, DType::kI32, "warm-up shard");
-      ZS_CUDA_CHECK(cudaMemsetAsync(warm.raw_data(), 0, bytes, gpu.compute.get()));
+      ZS_CUDA_CHECK(cudaMemsetAsync(warm.raw_device_data(), 0, bytes, gpu.compute.get()));
       gpu.compute.synchronize();
       comm.all_reduce(warm, ReduceOp::kSum)->wait();
       comm.reduce_scatter(warm.slice(0, {(count / n) * n}), warm_shard, ReduceOp::kMax)->wait();
@@ -121,7 +121,8 @@ TEST(NcclOrder, SeveralCollectivesInFlightEachAfterItsProducer) {
     for (int k = 0; k < 4; ++k) {
       buffers.push_back(gpu.empty(count, DType::kI32, "bucket" + std::to_string(k)));
       // Byte k+1 in every byte: int32 (k+1)·0x01010101 on every rank.
-      ZS_CUDA_CHECK(cudaMemsetAsync(buffers.back().raw_data(), k + 1, bytes, gpu.compute.get()));
+      ZS_CUDA_CHECK(
+          cudaMemsetAsync(buffers.back().raw_device_data(), k + 1, bytes, gpu.compute.get()));
       works.push_back(comm.all_reduce(buffers.back(), ReduceOp::kSum));
     }
     // A reduce_scatter (max: no int32 overflow) of the last bucket's result, issued before
@@ -245,7 +246,7 @@ TEST(NcclOrder, HalfReductionScratchIsChargedAsCommBuffersAndReleased) {
   run_ordered_ranks(
       [&](int, Communicator& comm, RankGpu& gpu) {
         Tensor data = gpu.empty(count, DType::kBF16, "grads");
-        ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_data(), 0, data.nbytes(), gpu.compute.get()));
+        ZS_CUDA_CHECK(cudaMemsetAsync(data.raw_device_data(), 0, data.nbytes(), gpu.compute.get()));
         comm.all_reduce(data, ReduceOp::kSum)->wait();
       },
       options);

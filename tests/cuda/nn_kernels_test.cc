@@ -69,7 +69,7 @@ class CudaNnKernelTest : public CudaOpTest {
   // A device int64 (as two int32 elements: the runtime has no int64 dtype).
   Tensor device_int64() { return device_empty({2}, DType::kI32); }
   static int64_t* as_int64(const Tensor& device) {
-    return static_cast<int64_t*>(device.raw_data());
+    return static_cast<int64_t*>(device.raw_device_data());
   }
   int64_t read_int64(const Tensor& device) {
     int64_t value = 0;
@@ -89,9 +89,9 @@ class CudaNnKernelTest : public CudaOpTest {
     void backward(const Tensor& dloss, const Tensor& grad, DType grad_dtype,
                   bool accumulate) const {
       ops::cuda::cross_entropy_backward(
-          logits.raw_data(), targets.data<int32_t>(), max.data<float>(), log_sum.data<float>(),
-          dloss.data<float>(), as_int64(count), rows, vocab, ignore_index, logits.dtype(),
-          grad.raw_data(), grad_dtype, accumulate, stream);
+          logits.raw_device_data(), targets.device_data<int32_t>(), max.device_data<float>(),
+          log_sum.device_data<float>(), dloss.device_data<float>(), as_int64(count), rows, vocab,
+          ignore_index, logits.dtype(), grad.raw_device_data(), grad_dtype, accumulate, stream);
     }
   };
   // Uploads host logits [rows, vocab] and targets [rows] and runs cross_entropy_forward on them.
@@ -110,10 +110,11 @@ class CudaNnKernelTest : public CudaOpTest {
     d.loss = device_empty({1}, DType::kF32);
     d.count = device_int64();
     d.flag = device_flag();
-    ops::cuda::cross_entropy_forward(
-        d.logits.raw_data(), d.targets.data<int32_t>(), d.rows, d.vocab, ignore_index,
-        logits.dtype(), d.max.data<float>(), d.log_sum.data<float>(), d.row_loss.data<float>(),
-        d.loss.data<float>(), as_int64(d.count), d.flag.data<int32_t>(), d.stream);
+    ops::cuda::cross_entropy_forward(d.logits.raw_device_data(), d.targets.device_data<int32_t>(),
+                                     d.rows, d.vocab, ignore_index, logits.dtype(),
+                                     d.max.device_data<float>(), d.log_sum.device_data<float>(),
+                                     d.row_loss.device_data<float>(), d.loss.device_data<float>(),
+                                     as_int64(d.count), d.flag.device_data<int32_t>(), d.stream);
     return d;
   }
 };
@@ -220,8 +221,9 @@ TEST_F(CudaNnKernelTest, CrossEntropyWithNoCountedRowIsZeroNotNaN) {
   Tensor d_flag = device_flag();
   // rows == 0: the outputs are written by memset, no kernel.
   ops::cuda::cross_entropy_forward(nullptr, nullptr, 0, vocab, ops::kDefaultIgnoreIndex,
-                                   DType::kF32, nullptr, nullptr, nullptr, d_loss.data<float>(),
-                                   as_int64(d_count), d_flag.data<int32_t>(), stream_->get());
+                                   DType::kF32, nullptr, nullptr, nullptr,
+                                   d_loss.device_data<float>(), as_int64(d_count),
+                                   d_flag.device_data<int32_t>(), stream_->get());
   EXPECT_EQ(download(d_loss).item(), 0.0f);
   EXPECT_EQ(read_int64(d_count), 0);
   // Every row ignored: loss 0, count 0, zero gradient — as the CPU op.
@@ -278,8 +280,9 @@ TEST_F(CudaNnKernelTest, EmbeddingForwardAndBackwardAreBitwiseEqualToCpuOp) {
     Tensor d_ids = upload(ids);
     Tensor d_out = device_empty(out_shape, dtype);
     Tensor d_flag = device_flag();
-    ops::cuda::embedding_forward(d_table.raw_data(), d_ids.data<int32_t>(), d_out.raw_data(), vocab,
-                                 cols, positions, dtype, d_flag.data<int32_t>(), stream_->get());
+    ops::cuda::embedding_forward(d_table.raw_device_data(), d_ids.device_data<int32_t>(),
+                                 d_out.raw_device_data(), vocab, cols, positions, dtype,
+                                 d_flag.device_data<int32_t>(), stream_->get());
     EXPECT_EQ(bytes_of(download(d_out)), bytes_of(out)) << "forward";
 
     // The CPU backward reads the upstream gradient in the output's dtype.
@@ -289,9 +292,10 @@ TEST_F(CudaNnKernelTest, EmbeddingForwardAndBackwardAreBitwiseEqualToCpuOp) {
     Tensor d_workspace =
         device_empty({static_cast<int64_t>((workspace_bytes + 3) / 4)}, DType::kI32);
     Tensor d_grad = upload(host_filled({vocab, cols}, dtype, 77.0f));  // fresh: garbage first
-    ops::cuda::embedding_backward(d_ids.data<int32_t>(), d_dout.raw_data(), dtype, positions, vocab,
-                                  cols, d_grad.raw_data(), dtype, false, d_workspace.raw_data(),
-                                  workspace_bytes, d_flag.data<int32_t>(), stream_->get());
+    ops::cuda::embedding_backward(d_ids.device_data<int32_t>(), d_dout.raw_device_data(), dtype,
+                                  positions, vocab, cols, d_grad.raw_device_data(), dtype, false,
+                                  d_workspace.raw_device_data(), workspace_bytes,
+                                  d_flag.device_data<int32_t>(), stream_->get());
     EXPECT_EQ(bytes_of(download(d_grad)), bytes_of(first_grad)) << "backward, fresh sink";
 
     // A second call accumulates into the existing gradient (the CPU: sink.accumulate).
@@ -303,20 +307,20 @@ TEST_F(CudaNnKernelTest, EmbeddingForwardAndBackwardAreBitwiseEqualToCpuOp) {
     Tensor d_ids2 = upload(ids2);
     Tensor d_dout2 = upload(dtype == DType::kF32 ? seed2 : converted(seed2, dtype));
     Tensor d_accumulated = upload(first_grad);
-    ops::cuda::embedding_backward(d_ids2.data<int32_t>(), d_dout2.raw_data(), dtype, positions,
-                                  vocab, cols, d_accumulated.raw_data(), dtype, true,
-                                  d_workspace.raw_data(), workspace_bytes, d_flag.data<int32_t>(),
-                                  stream_->get());
+    ops::cuda::embedding_backward(d_ids2.device_data<int32_t>(), d_dout2.raw_device_data(), dtype,
+                                  positions, vocab, cols, d_accumulated.raw_device_data(), dtype,
+                                  true, d_workspace.raw_device_data(), workspace_bytes,
+                                  d_flag.device_data<int32_t>(), stream_->get());
     EXPECT_EQ(bytes_of(download(d_accumulated)), bytes_of(table.grad()))
         << "backward, accumulating sink";
 
     // An fp32 sink for a 16-bit table: the same fp32 sums, unrounded.
     if (dtype != DType::kF32) {
       Tensor d_grad32 = upload(host_filled({vocab, cols}, DType::kF32, 77.0f));
-      ops::cuda::embedding_backward(d_ids.data<int32_t>(), d_dout.raw_data(), dtype, positions,
-                                    vocab, cols, d_grad32.raw_data(), DType::kF32, false,
-                                    d_workspace.raw_data(), workspace_bytes, d_flag.data<int32_t>(),
-                                    stream_->get());
+      ops::cuda::embedding_backward(d_ids.device_data<int32_t>(), d_dout.raw_device_data(), dtype,
+                                    positions, vocab, cols, d_grad32.raw_device_data(), DType::kF32,
+                                    false, d_workspace.raw_device_data(), workspace_bytes,
+                                    d_flag.device_data<int32_t>(), stream_->get());
       const std::vector<float> dy = dout.to_vector();
       std::vector<float> want(static_cast<size_t>(vocab * cols), 0.0f);
       for (int64_t v = 0; v < vocab; ++v) {
@@ -344,11 +348,11 @@ TEST_F(CudaNnKernelTest, EmbeddingBackwardWithoutIdsZeroesAFreshSink) {
   EXPECT_EQ(ops::cuda::embedding_backward_workspace_bytes(0, vocab), 0u);
   for (DType dtype : kFloatDtypes) {
     Tensor d_grad = upload(host_filled({vocab, cols}, dtype, 5.0f));
-    ops::cuda::embedding_backward(nullptr, nullptr, dtype, 0, vocab, cols, d_grad.raw_data(), dtype,
-                                  true, nullptr, 0, nullptr, stream_->get());
+    ops::cuda::embedding_backward(nullptr, nullptr, dtype, 0, vocab, cols, d_grad.raw_device_data(),
+                                  dtype, true, nullptr, 0, nullptr, stream_->get());
     for (float g : download(d_grad).to_vector()) ASSERT_EQ(g, 5.0f) << dtype_name(dtype);
-    ops::cuda::embedding_backward(nullptr, nullptr, dtype, 0, vocab, cols, d_grad.raw_data(), dtype,
-                                  false, nullptr, 0, nullptr, stream_->get());
+    ops::cuda::embedding_backward(nullptr, nullptr, dtype, 0, vocab, cols, d_grad.raw_device_data(),
+                                  dtype, false, nullptr, 0, nullptr, stream_->get());
     EXPECT_EQ(bytes_of(download(d_grad)),
               bytes_of(Tensor::zeros({vocab, cols}, dtype, host_allocator_, "zeros")))
         << dtype_name(dtype);
@@ -369,8 +373,9 @@ TEST_F(CudaNnKernelTest, EmbeddingFlagsTheFirstBadIdAsTheCpuOpReportsIt) {
   Tensor d_ids = upload(ids);
   Tensor d_out = device_empty({64, cols}, DType::kF32);
   Tensor d_flag = device_flag();
-  ops::cuda::embedding_forward(d_table.raw_data(), d_ids.data<int32_t>(), d_out.raw_data(), vocab,
-                               cols, 64, DType::kF32, d_flag.data<int32_t>(), stream_->get());
+  ops::cuda::embedding_forward(d_table.raw_device_data(), d_ids.device_data<int32_t>(),
+                               d_out.raw_device_data(), vocab, cols, 64, DType::kF32,
+                               d_flag.device_data<int32_t>(), stream_->get());
   EXPECT_EQ(read_int32(d_flag), 17);
   const std::vector<float> out = download(d_out).to_vector();
   for (int64_t j = 0; j < cols; ++j) EXPECT_EQ(out[17 * cols + j], 0.0f);
@@ -380,9 +385,10 @@ TEST_F(CudaNnKernelTest, EmbeddingFlagsTheFirstBadIdAsTheCpuOpReportsIt) {
   const size_t workspace_bytes = ops::cuda::embedding_backward_workspace_bytes(64, vocab);
   Tensor d_workspace = device_empty({static_cast<int64_t>((workspace_bytes + 3) / 4)}, DType::kI32);
   Tensor d_grad = device_empty({vocab, cols}, DType::kF32);
-  ops::cuda::embedding_backward(d_ids.data<int32_t>(), d_dout.raw_data(), DType::kF32, 64, vocab,
-                                cols, d_grad.raw_data(), DType::kF32, false, d_workspace.raw_data(),
-                                workspace_bytes, d_backward_flag.data<int32_t>(), stream_->get());
+  ops::cuda::embedding_backward(d_ids.device_data<int32_t>(), d_dout.raw_device_data(), DType::kF32,
+                                64, vocab, cols, d_grad.raw_device_data(), DType::kF32, false,
+                                d_workspace.raw_device_data(), workspace_bytes,
+                                d_backward_flag.device_data<int32_t>(), stream_->get());
   EXPECT_EQ(read_int32(d_backward_flag), 17);
 }
 
@@ -463,13 +469,14 @@ TEST_F(CudaNnKernelTest, AttentionForwardAndBackwardMatchCpuOp) {
 
       Tensor d_qkv = upload(qkv);
       Tensor d_lengths = c.lengths.empty() ? Tensor() : upload(lengths);
-      const int32_t* lengths_ptr = c.lengths.empty() ? nullptr : d_lengths.data<int32_t>();
+      const int32_t* lengths_ptr = c.lengths.empty() ? nullptr : d_lengths.device_data<int32_t>();
       Tensor d_flag = device_flag();
       Tensor d_out = upload(host_filled(out_shape, dtype, 55.0f));
       Tensor d_lse = device_empty({c.batch, c.heads, c.seq}, DType::kF32);
-      ops::cuda::attention_forward(d_qkv.raw_data(), d_out.raw_data(), d_lse.data<float>(), c.batch,
-                                   c.seq, C, c.heads, c.causal, lengths_ptr, d_flag.data<int32_t>(),
-                                   dtype, stream_->get());
+      ops::cuda::attention_forward(d_qkv.raw_device_data(), d_out.raw_device_data(),
+                                   d_lse.device_data<float>(), c.batch, c.seq, C, c.heads, c.causal,
+                                   lengths_ptr, d_flag.device_data<int32_t>(), dtype,
+                                   stream_->get());
       expect_close(download(d_out).to_vector(), out.to_vector(), dtype, 5e-5, 5e-6, "out");
       expect_close(download(d_lse).to_vector(), reference_lse(c, qkv.to_vector()), DType::kF32,
                    1e-5, 1e-5, "lse");
@@ -479,18 +486,19 @@ TEST_F(CudaNnKernelTest, AttentionForwardAndBackwardMatchCpuOp) {
       Tensor d_dout = upload(dtype == DType::kF32 ? seed_grad : converted(seed_grad, dtype));
       Tensor d_delta = device_empty({c.batch * c.heads * c.seq}, DType::kF32);
       Tensor d_grad = upload(host_filled(qkv_shape, dtype, 66.0f));
-      ops::cuda::attention_backward(d_qkv.raw_data(), d_out.raw_data(), d_lse.data<float>(),
-                                    d_dout.raw_data(), d_delta.data<float>(), d_grad.raw_data(),
-                                    c.batch, c.seq, C, c.heads, c.causal, lengths_ptr, dtype, dtype,
-                                    false, stream_->get());
+      ops::cuda::attention_backward(
+          d_qkv.raw_device_data(), d_out.raw_device_data(), d_lse.device_data<float>(),
+          d_dout.raw_device_data(), d_delta.device_data<float>(), d_grad.raw_device_data(), c.batch,
+          c.seq, C, c.heads, c.causal, lengths_ptr, dtype, dtype, false, stream_->get());
       const std::vector<float> want_grad = cpu_grad.to_vector();
       expect_close(download(d_grad).to_vector(), want_grad, dtype, 5e-4, 2e-5, "dqkv");
 
       // An fp32 sink, accumulating over random values.
       Tensor previous = random_host(qkv_shape, ++seed, -1.0f, 1.0f, DType::kF32);
       Tensor d_grad32 = upload(previous);
-      ops::cuda::attention_backward(d_qkv.raw_data(), d_out.raw_data(), d_lse.data<float>(),
-                                    d_dout.raw_data(), d_delta.data<float>(), d_grad32.raw_data(),
+      ops::cuda::attention_backward(d_qkv.raw_device_data(), d_out.raw_device_data(),
+                                    d_lse.device_data<float>(), d_dout.raw_device_data(),
+                                    d_delta.device_data<float>(), d_grad32.raw_device_data(),
                                     c.batch, c.seq, C, c.heads, c.causal, lengths_ptr, dtype,
                                     DType::kF32, true, stream_->get());
       const std::vector<float> before = previous.to_vector();
@@ -524,8 +532,9 @@ TEST_F(CudaNnKernelTest, AttentionFlagsTheFirstBadValidLength) {
   Tensor d_flag = device_flag();
   Tensor d_out = device_empty({batch, seq, C}, DType::kF32);
   Tensor d_lse = device_empty({batch, heads, seq}, DType::kF32);
-  ops::cuda::attention_forward(d_qkv.raw_data(), d_out.raw_data(), d_lse.data<float>(), batch, seq,
-                               C, heads, true, d_lengths.data<int32_t>(), d_flag.data<int32_t>(),
+  ops::cuda::attention_forward(d_qkv.raw_device_data(), d_out.raw_device_data(),
+                               d_lse.device_data<float>(), batch, seq, C, heads, true,
+                               d_lengths.device_data<int32_t>(), d_flag.device_data<int32_t>(),
                                DType::kF32, stream_->get());
   EXPECT_EQ(read_int32(d_flag), 1);
 }

@@ -72,7 +72,7 @@ TEST_F(CudaRuntimeTest, EventsOrderWorkAcrossStreams) {
   // other waits for stream_ (which wrote `device` via the copy ordering), then copies it.
   Tensor copy = device_empty({1 << 16}, DType::kF32);
   other.wait_for(*stream_);
-  ZS_CUDA_CHECK(cudaMemcpyAsync(copy.raw_data(), device.raw_data(), copy.nbytes(),
+  ZS_CUDA_CHECK(cudaMemcpyAsync(copy.raw_device_data(), device.raw_device_data(), copy.nbytes(),
                                 cudaMemcpyDeviceToDevice, other.get()));
   event.record(other);
   stream_->wait(event);
