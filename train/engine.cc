@@ -51,6 +51,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settin
   return std::make_unique<optim::AdamW>(views, settings.adamw);
 }
 
+// Compute threads of one rank: --threads, else the cores shared by the process's ranks.
+int compute_threads(const TrainConfig& config, int local_ranks) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return config.threads > 0 ? config.threads : std::max(1, cores / local_ranks);
+}
+
 // ---- One rank's run --------------------------------------------------------------------------
 
 // Owns everything one rank's run is made of, wires it (device, communicator, sharded model,
@@ -61,7 +67,7 @@ class RankRun final : private StepRunner {
   // nccl backend's scratch is charged to it too; it outlives the run.
   RankRun(const TrainConfig& config, const models::GptConfig& model_config, const TaskData& data,
           int64_t seq, comm::Communicator& comm, MemoryTracker& tracker, int local_ranks,
-          TrainResult* result)
+          double gemm_peak, TrainResult* result)
       : c_(config),
         data_(data),
         comm_(comm),
@@ -74,6 +80,7 @@ class RankRun final : private StepRunner {
         compute_(device_ ? device_->allocator() : allocator_),
         task_(make_task(data, model_config, seq)),
         result_(result),
+        gemm_peak_(gemm_peak),
         seq_(seq),
         plan_(translate(config, comm.rank(), comm.size())) {
     try {
@@ -109,8 +116,7 @@ class RankRun final : private StepRunner {
   void abort_group(const std::exception& e) { comm_.abort(e.what()); }
 
   void set_up(const models::GptConfig& model_config, int local_ranks) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    ops::cpu::set_intra_op_threads(c_.threads > 0 ? c_.threads : std::max(1, cores / local_ranks));
+    ops::cpu::set_intra_op_threads(compute_threads(c_, local_ranks));
     tracker_.set_budget(c_.memory_budget);
     if (device_) {
       ZS_CHECK(comm_.buffer_device() == device_->device(),
@@ -174,9 +180,6 @@ class RankRun final : private StepRunner {
   StepRecord step(int64_t step) override { return trainer_->step(step); }
 
   void run_loop() {
-    // Model FLOP utilization is against the CPU GEMM rate of this rank's threads; a GPU run
-    // shows none (the CPU's GEMM says nothing of the GPU's).
-    const double gemm_peak = device_ ? 0 : measure_gemm_peak(0.05);
     models::Gpt* gpt = task_->gpt();
     const double flops_per_token =
         gpt ? model_flops_per_token(task_->model().num_parameters(), gpt->config().n_layer, seq_,
@@ -185,7 +188,7 @@ class RankRun final : private StepRunner {
     Evaluator evaluator(*rank_);
     TextGeneration generation(*rank_);
     WeightExport weights(*rank_);
-    StepLog log(*rank_, gemm_peak, flops_per_token);
+    StepLog log(*rank_, gemm_peak_, flops_per_token);
     RunReport report(*rank_);
     // The order at each point: evaluation, sample and export before the end-of-run tables.
     TrainLoop loop(steps_, c_.eval_interval, {&evaluator, &generation, &weights, &log, &report},
@@ -223,6 +226,7 @@ class RankRun final : private StepRunner {
   Allocator& compute_;  // where the model, the shards and the scalar collectives live
   std::unique_ptr<Task> task_;
   TrainResult* result_;
+  const double gemm_peak_;  // FLOP/s of one rank's GEMM (0: none, on a GPU)
   const int64_t seq_;
   const TrainPlan plan_;
   int64_t steps_ = 0;
@@ -240,7 +244,7 @@ class RankRun final : private StepRunner {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               TrainResult& result);
+               double gemm_peak, TrainResult& result);
 bool rank_threads(const TrainConfig& config, const std::string& backend,
                   const comm::LaunchInfo& launch);
 
@@ -332,9 +336,22 @@ TrainResult run_training(const TrainConfig& config) {
                 " is too small for this model: ", memory_advice(config, units, world));
   }
 
+  // The GEMM rate the log's model FLOP utilization is against: measured once per process,
+  // before any rank runs, on this thread with one rank's compute threads. A GPU run shows none
+  // (the CPU's GEMM says nothing of the GPU's).
+  double gemm_peak = 0;
+  if (config.device == "cpu") {
+    const int local_ranks =
+        rank_threads(config, backend, launch) ? config.ranks : launch.local_size;
+    const int threads_before = ops::cpu::intra_op_threads();
+    ops::cpu::set_intra_op_threads(compute_threads(config, local_ranks));
+    gemm_peak = measure_gemm_peak(0.05);
+    ops::cpu::set_intra_op_threads(threads_before);
+  }
+
   TrainResult result;
   try {
-    run_world(config, gpt, *data, seq, backend, launch, result);
+    run_world(config, gpt, *data, seq, backend, launch, gemm_peak, result);
   } catch (const OutOfMemory& e) {
     ZS_THROW(OutOfMemory, e.what(), "\n", memory_advice(config, units, world));
   }
@@ -357,7 +374,7 @@ std::string rank_tracker_name(int rank, Device device) {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               TrainResult& result) {
+               double gemm_peak, TrainResult& result) {
   if (rank_threads(config, backend, launch)) {
     // One process, config.ranks rank threads: on the CPU (local backend), or rank r on GPU r
     // over an nccl group formed across the threads.
@@ -372,7 +389,7 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
     const auto rank_main = [&](comm::Communicator& comm) {
       TrainResult mine;
       RankRun(config, gpt, data, seq, comm, *trackers[static_cast<size_t>(comm.rank())],
-              config.ranks, &mine)
+              config.ranks, gemm_peak, &mine)
           .run();
       if (comm.rank() == 0) result = std::move(mine);
     };
@@ -390,7 +407,7 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
     std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(
         backend, launch, comm::default_timeout(), device.is_cuda() ? &tracker : nullptr);
     RankScope scope(comm->rank());
-    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, &result).run();
+    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, gemm_peak, &result).run();
   }
 }
 
