@@ -202,28 +202,29 @@ inline T combine_reference(T acc, T x) {
   }
 }
 
+// The integer reduction of `count` elements into `out`: value_of maps a code to the element.
+template <comm::ReduceOp kOp, typename Int, typename ValueOf, typename CodeOf>
+void integer_reference(unsigned char* out, int size, size_t count, ValueOf value_of,
+                       CodeOf code_of) {
+  auto* result = reinterpret_cast<Int*>(out);
+  for (size_t j = 0; j < count; ++j) {
+    Int acc = value_of(code_of(0, j));
+    for (int q = 1; q < size; ++q) acc = combine_reference<kOp>(acc, value_of(code_of(q, j)));
+    if (kOp == comm::ReduceOp::kAvg) acc /= size;
+    result[j] = acc;
+  }
+}
+
 template <comm::ReduceOp kOp, typename CodeOf>
 std::vector<unsigned char> reduced_reference_op(DType dtype, int size, size_t count,
                                                 CodeOf code_of) {
   std::vector<unsigned char> out(count * dtype_size(dtype));
   if (dtype == DType::kI32) {
-    auto* result = reinterpret_cast<int32_t*>(out.data());
-    for (size_t j = 0; j < count; ++j) {
-      int32_t acc = int_of(code_of(0, j));
-      for (int q = 1; q < size; ++q) acc = combine_reference<kOp>(acc, int_of(code_of(q, j)));
-      if (kOp == comm::ReduceOp::kAvg) acc /= size;
-      result[j] = acc;
-    }
+    integer_reference<kOp, int32_t>(out.data(), size, count, int_of, code_of);
     return out;
   }
   if (dtype == DType::kI64) {
-    auto* result = reinterpret_cast<int64_t*>(out.data());
-    for (size_t j = 0; j < count; ++j) {
-      int64_t acc = int64_of(code_of(0, j));
-      for (int q = 1; q < size; ++q) acc = combine_reference<kOp>(acc, int64_of(code_of(q, j)));
-      if (kOp == comm::ReduceOp::kAvg) acc /= size;
-      result[j] = acc;
-    }
+    integer_reference<kOp, int64_t>(out.data(), size, count, int64_of, code_of);
     return out;
   }
   std::vector<float> result(count);
