@@ -16,7 +16,7 @@ namespace {
 constexpr size_t kBlock = 2048;
 
 // Loads n elements at `in` into the accumulator block `out`: fp16/bf16 are widened, fp32 and
-// int32 copied.
+// integers copied.
 void load_block(float* out, const void* in, size_t n, DType dtype) {
   const auto* bits = static_cast<const uint16_t*>(in);
   if (dtype == DType::kF16) return f16_to_f32(bits, out, n);
@@ -24,8 +24,9 @@ void load_block(float* out, const void* in, size_t n, DType dtype) {
   std::memcpy(out, in, n * sizeof(float));
 }
 
-void load_block(int32_t* out, const void* in, size_t n, DType /*dtype*/) {
-  std::memcpy(out, in, n * sizeof(int32_t));
+template <typename Integer>
+void load_block(Integer* out, const void* in, size_t n, DType /*dtype*/) {
+  std::memcpy(out, in, n * sizeof(Integer));
 }
 
 // Stores the accumulator block `in` as n elements at `out`: rounded to fp16/bf16 (the one
@@ -37,8 +38,9 @@ void store_block(void* out, const float* in, size_t n, DType dtype) {
   std::memcpy(out, in, n * sizeof(float));
 }
 
-void store_block(void* out, const int32_t* in, size_t n, DType /*dtype*/) {
-  std::memcpy(out, in, n * sizeof(int32_t));
+template <typename Integer>
+void store_block(void* out, const Integer* in, size_t n, DType /*dtype*/) {
+  std::memcpy(out, in, n * sizeof(Integer));
 }
 
 // acc[i] = reduce_combine(acc[i], x[i]) for one rank's block. Out of line on purpose: inlined
@@ -49,8 +51,9 @@ __attribute__((noinline)) void combine_block(T* __restrict acc, const T* __restr
   for (size_t i = 0; i < n; ++i) acc[i] = reduce_combine<kOp>(acc[i], x[i]);
 }
 
-// Reduces in blocks with accumulator type T (float for fp32, fp16 and bf16; int32_t for int32).
-// fp32 and int32 slices are read in place; fp16/bf16 ones are widened a block at a time.
+// Reduces in blocks with accumulator type T (float for fp32, fp16 and bf16; int32_t and int64_t
+// for the integers). fp32 and integer slices are read in place; fp16/bf16 ones are widened a
+// block at a time.
 template <ReduceOp kOp, typename T>
 void reduce_blocks(void* out, const void* const* slices, int n_ranks, size_t count, DType dtype) {
   const size_t esize = dtype_size(dtype);
@@ -81,6 +84,8 @@ template <ReduceOp kOp>
 void reduce_typed(void* out, const void* const* slices, int n_ranks, size_t count, DType dtype) {
   if (dtype == DType::kI32) {
     reduce_blocks<kOp, int32_t>(out, slices, n_ranks, count, dtype);
+  } else if (dtype == DType::kI64) {
+    reduce_blocks<kOp, int64_t>(out, slices, n_ranks, count, dtype);
   } else {
     reduce_blocks<kOp, float>(out, slices, n_ranks, count, dtype);
   }

@@ -10,8 +10,8 @@
 //   and rounded once, to nearest even, when the result is stored.
 // - avg is the fp32 sum divided by N (a division, not a multiplication by 1/N), then rounded
 //   once like sum.
-// - int32 sums wrap modulo 2^32; int32 avg divides the wrapped sum by N with C++ `/`
-//   (truncating toward zero).
+// - int32 sums wrap modulo 2^32 and int64 sums modulo 2^64; avg divides the wrapped sum by N
+//   with C++ `/` (truncating toward zero).
 // - max and min compare in the element type's value: `x > acc ? x : acc` (and `<` for min),
 //   with acc the running result and x the next rank's value: a NaN of rank 0 propagates, a NaN
 //   of a later rank is passed over. fp16/bf16 are compared after the exact widening to fp32,
@@ -37,18 +37,20 @@ namespace zs::comm {
 //   result = reduce_finish<op>(acc, N)
 // with fp16/bf16 values widened to fp32 before (runtime/half.h) and the result narrowed after.
 
-// The accumulator types: fp32 (for fp32, fp16 and bf16 elements) and int32.
+// The accumulator types: fp32 (for fp32, fp16 and bf16 elements), int32 and int64.
 template <typename T>
-constexpr bool kIsReduceAccumulator = std::is_same_v<T, float> || std::is_same_v<T, int32_t>;
+constexpr bool kIsReduceAccumulator =
+    std::is_same_v<T, float> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
 
-// Folds the next rank's value `x` into the running result `acc`. An int32 sum is computed in
-// uint32, so that it wraps modulo 2^32 with defined behaviour.
+// Folds the next rank's value `x` into the running result `acc`. An integer sum is computed in
+// the unsigned type of the same width, so that it wraps with defined behaviour.
 template <ReduceOp kOp, typename T>
 ZS_HOST_DEVICE inline T reduce_combine(T acc, T x) {
-  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float or int32_t");
+  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float, int32_t or int64_t");
   if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-    if constexpr (std::is_same_v<T, int32_t>) {
-      return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
+    if constexpr (std::is_integral_v<T>) {
+      using Unsigned = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<Unsigned>(acc) + static_cast<Unsigned>(x));
     } else {
       return acc + x;
     }
@@ -60,10 +62,10 @@ ZS_HOST_DEVICE inline T reduce_combine(T acc, T x) {
 }
 
 // The result from the combined value of all `n_ranks` ranks: avg divides (fp32 division, or
-// C++ integer division for int32), every other op keeps the value.
+// C++ integer division for int32 and int64), every other op keeps the value.
 template <ReduceOp kOp, typename T>
 ZS_HOST_DEVICE inline T reduce_finish(T acc, int n_ranks) {
-  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float or int32_t");
+  static_assert(kIsReduceAccumulator<T>, "reductions accumulate in float, int32_t or int64_t");
   if constexpr (kOp == ReduceOp::kAvg) {
     return acc / static_cast<T>(n_ranks);
   } else {

@@ -98,6 +98,7 @@ const float* load_chunk(ConstElements src, int64_t begin, int64_t count, float* 
       bf16_to_f32(static_cast<const uint16_t*>(src.data) + begin, scratch, n);
       break;
     case DType::kI32:
+    case DType::kI64:
       break;  // unreachable: every op checks for floating inputs first
   }
   return scratch;
@@ -145,6 +146,7 @@ void commit_chunk(Elements dst, bool accumulate, int64_t begin, int64_t count, c
       return;
     }
     case DType::kI32:
+    case DType::kI64:
       return;  // unreachable
   }
 }

@@ -126,6 +126,8 @@ Tensor as_f32(const Tensor& t) {
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
       break;
     }
+    case DType::kI64:
+      ZS_THROW(InvalidArgument, "as_f32: ", t.describe(), " is int64, which no op computes in");
     case DType::kF32:
       break;
   }
@@ -146,7 +148,8 @@ void store_f32(const Tensor& dst, const float* values) {
       f32_to_bf16(values, static_cast<uint16_t*>(dst.raw_data()), n);
       break;
     case DType::kI32:
-      ZS_THROW(InvalidArgument, "store_f32 into int32 tensor ", dst.describe());
+    case DType::kI64:
+      ZS_THROW(InvalidArgument, "store_f32 into integer tensor ", dst.describe());
   }
 }
 

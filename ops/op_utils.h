@@ -101,6 +101,7 @@ void visit_float_dtype(DType dtype, const char* op, Fn&& fn) {
       fn(BFloat16{});
       return;
     case DType::kI32:
+    case DType::kI64:
       break;
   }
   ZS_THROW(InvalidArgument, op, ": expected a floating dtype, got ", dtype_name(dtype));

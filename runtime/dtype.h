@@ -1,5 +1,6 @@
 // Element types of tensors. Compute is fp32 (or int32 for indices); fp16 and bf16 are storage
-// types converted on load and store (runtime/half.h).
+// types converted on load and store (runtime/half.h). int64 carries exact 64-bit figures (byte
+// counts, the bits of doubles) through the communicators; no op computes in it.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,7 @@
 
 namespace zs {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64 };
 
 inline size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -20,6 +21,8 @@ inline size_t dtype_size(DType dtype) {
       return 2;
     case DType::kI32:
       return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
@@ -34,13 +37,16 @@ inline const char* dtype_name(DType dtype) {
       return "bf16";
     case DType::kI32:
       return "int32";
+    case DType::kI64:
+      return "int64";
   }
   return "?";
 }
 
-inline bool is_floating(DType dtype) { return dtype != DType::kI32; }
+inline bool is_floating(DType dtype) { return dtype != DType::kI32 && dtype != DType::kI64; }
 
 // Parses "fp32"/"float32", "fp16"/"float16", "bf16"/"bfloat16", "int32"; throws InvalidArgument.
+// (int64 is not a dtype a user names: it is for the communicators' exact figures.)
 DType parse_dtype(const std::string& name);
 
 }  // namespace zs
@@ -68,6 +74,10 @@ struct DTypeOf<BFloat16> {
 template <>
 struct DTypeOf<int32_t> {
   static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
 };
 
 }  // namespace zs

@@ -252,6 +252,11 @@ void host_bytes_to_floats(const void* src, DType dtype, std::vector<float>& out)
         out[i] = static_cast<float>(static_cast<const int32_t*>(src)[i]);
       }
       break;
+    case DType::kI64:
+      for (size_t i = 0; i < out.size(); ++i) {
+        out[i] = static_cast<float>(static_cast<const int64_t*>(src)[i]);
+      }
+      break;
   }
 }
 
@@ -269,6 +274,11 @@ void floats_to_host_bytes(const std::vector<float>& values, DType dtype, void* d
     case DType::kI32:
       for (size_t i = 0; i < values.size(); ++i) {
         static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(values[i]);
+      }
+      break;
+    case DType::kI64:
+      for (size_t i = 0; i < values.size(); ++i) {
+        static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(values[i]);
       }
       break;
   }

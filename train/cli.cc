@@ -37,15 +37,54 @@ std::string deepspeed_path(int argc, const char* const* argv) {
 
 }  // namespace
 
+int resolve_stage(const std::string& strategy, int zero_stage_flag, int deepspeed_stage,
+                  int hybrid_group) {
+  int stage = zero_stage_flag;
+  if (!strategy.empty()) {
+    int named = -1;
+    if (strategy == "ddp") {
+      named = 0;
+    } else if (strategy == "zero1" || strategy == "zero2" || strategy == "zero3") {
+      named = strategy.back() - '0';
+    } else if (strategy == "hybrid") {
+      named = 3;
+      ZS_CHECK(hybrid_group > 0, "--strategy hybrid needs --hybrid-group N (the ranks per node)");
+    } else {
+      ZS_THROW(InvalidArgument, "--strategy '", strategy,
+               "' is not one of ddp, zero1, zero2, zero3, hybrid");
+    }
+    ZS_CHECK(zero_stage_flag < 0 || zero_stage_flag == named, "--strategy ", strategy,
+             " means ZeRO stage ", named, " but --zero-stage is ", zero_stage_flag,
+             "; give one of the two, or make them agree");
+    stage = named;
+  }
+  if (stage >= 0 && deepspeed_stage >= 0 && deepspeed_stage != stage) {
+    ZS_LOG_WARN(
+        "{} {} overrides the DeepSpeed config's zero_optimization.stage {}: the run "
+        "uses stage {}",
+        strategy.empty() ? "--zero-stage" : "--strategy",
+        strategy.empty() ? std::to_string(stage) : strategy, deepspeed_stage, stage);
+  }
+  return stage >= 0 ? stage : deepspeed_stage;
+}
+
 bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                       std::vector<std::string>* notes, std::string* help) {
   const std::string ds = deepspeed_path(argc, argv);
+  // The DeepSpeed file's zero_optimization.stage, when it has one (kNoStage otherwise): flags
+  // override it, and the log says so when they change it.
+  constexpr int kNoStage = -1;
+  int ds_stage = kNoStage;
   if (!ds.empty()) {
     std::ifstream file(ds);
     ZS_CHECK(file.good(), "--deepspeed '", ds, "' cannot be opened");
     std::stringstream text;
     text << file.rdbuf();
+    const int default_stage = c.stage;
+    c.stage = kNoStage;
     apply_deepspeed_json(text.str(), ds, c, notes);
+    ds_stage = c.stage;
+    if (c.stage == kNoStage) c.stage = default_stage;
   }
 
   CLI::App app{
@@ -105,7 +144,9 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--epochs", c.epochs, "passes over the data (instead of --steps)")->group(kBatch);
   app.add_option("--eval-interval", c.eval_interval, "evaluate every N steps (0: at the end)")
       ->group(kBatch);
-  app.add_option("--eval-batches", c.eval_batches, "limit evaluation to N batches per rank")
+  app.add_option("--eval-batches", c.eval_batches,
+                 "evaluate on at most N batches per rank (default " +
+                     std::to_string(kDefaultEvalBatches) + "; 0: every held-out window)")
       ->group(kBatch);
   app.add_option("--seed", c.seed, "seed of the initialization and the data order")->group(kBatch);
 
@@ -193,20 +234,9 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   } catch (const CLI::ParseError& e) {
     ZS_THROW(InvalidArgument, e.what(), "; see zs-train --help");
   }
-  if (!strategy.empty()) {
-    if (strategy == "ddp") {
-      c.stage = 0;
-    } else if (strategy == "zero1" || strategy == "zero2" || strategy == "zero3") {
-      c.stage = strategy.back() - '0';
-    } else if (strategy == "hybrid") {
-      c.stage = 3;
-      ZS_CHECK(c.hybrid_group > 0, "--strategy hybrid needs --hybrid-group N (the ranks per node)");
-    } else {
-      ZS_THROW(InvalidArgument, "--strategy '", strategy,
-               "' is not one of ddp, zero1, zero2, zero3, hybrid");
-    }
-    ZS_CHECK(app.count("--zero-stage") == 0 || c.stage == (strategy == "ddp" ? 0 : c.stage),
-             "--strategy and --zero-stage disagree");
+  if (!strategy.empty() || app.count("--zero-stage") > 0) {
+    c.stage = resolve_stage(strategy, app.count("--zero-stage") > 0 ? c.stage : kNoStage, ds_stage,
+                            c.hybrid_group);
   }
   if (!precision.empty()) c.precision = parse_precision(precision);
   if (!reduce_dtype.empty()) {

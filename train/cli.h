@@ -17,6 +17,15 @@ namespace zs::train {
 bool parse_train_args(int argc, const char* const* argv, TrainConfig& config,
                       std::vector<std::string>* notes, std::string* help);
 
+// The ZeRO stage from --strategy (empty: not given), --zero-stage (-1: not given) and the
+// DeepSpeed config's zero_optimization.stage (-1: none). --strategy and --zero-stage must name
+// the same stage (InvalidArgument naming both otherwise; --strategy hybrid also needs
+// hybrid_group > 0). Either flag overrides the DeepSpeed file, as every flag overrides its key:
+// the file is the base a command line adjusts, so a differing file stage is logged as a warning
+// naming both values, not refused.
+int resolve_stage(const std::string& strategy, int zero_stage_flag, int deepspeed_stage,
+                  int hybrid_group);
+
 // zs-train: parses, runs, prints. Returns the exit code: 0 success, 2 bad usage or input
 // (InvalidArgument), 1 any other failure (I/O, out of memory, divergence, lost rank).
 int train_main(int argc, const char* const* argv);

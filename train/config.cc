@@ -1,14 +1,18 @@
-// TrainConfig validation, byte-size parsing and the DeepSpeed JSON mapping.
+// TrainConfig validation, byte-size parsing, the DeepSpeed JSON mapping, the model-config JSON
+// and the translation into the configurations of the layers below.
 #include "train/config.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/gpt2_weights.h"
+#include "models/gpt_presets.h"
 #include "runtime/error.h"
 
 namespace zs::train {
@@ -447,6 +451,131 @@ std::string describe(const TrainConfig& c) {
       << c.clip;
   if (c.device != "cpu") out << ", device " << c.device;
   return out.str();
+}
+
+void apply_model_config_json(const std::string& json_text, const std::string& source,
+                             models::GptConfig& g) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    ZS_THROW(InvalidArgument, "--model-config '", source, "' is not valid JSON: ", e.what());
+  }
+  ZS_CHECK(j.is_object(), "--model-config '", source, "' must hold a JSON object");
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    int64_t* field = key == "n_layer"      ? &g.n_layer
+                     : key == "width"      ? &g.width
+                     : key == "n_head"     ? &g.n_head
+                     : key == "vocab_size" ? &g.vocab_size
+                     : key == "context"    ? &g.context
+                                           : nullptr;
+    ZS_CHECK(field != nullptr, "--model-config '", source, "': unknown key '", key,
+             "'; the keys are n_layer, width, n_head, vocab_size, context");
+    ZS_CHECK(item.value().is_number_integer(), "--model-config '", source, "': '", key,
+             "' must be an integer, got ", item.value().dump());
+    *field = item.value().get<int64_t>();
+  }
+}
+
+models::GptConfig resolve_model_config(const TrainConfig& c) {
+  // Starting from weights: the file's shape (the flags below may only restate it; a mismatch
+  // is reported when the weights are read).
+  models::GptConfig g = c.init_from.empty() ? models::gpt_preset(c.model)
+                                            : checkpoint::infer_gpt2_config(
+                                                  c.init_from, std::max<int64_t>(c.n_head, 0));
+  if (!c.model_config.empty()) {
+    std::ifstream file(c.model_config);
+    ZS_CHECK_AS(IoError, file.good(), "--model-config '", c.model_config,
+                "' cannot be opened; give a JSON file like {\"n_layer\": 4, \"width\": 256, "
+                "\"n_head\": 4, \"vocab_size\": 256, \"context\": 128}");
+    std::stringstream text;
+    text << file.rdbuf();
+    apply_model_config_json(text.str(), c.model_config, g);
+  }
+  if (c.n_layer >= 0) g.n_layer = c.n_layer;
+  if (c.width > 0) g.width = c.width;
+  if (c.n_head > 0) g.n_head = c.n_head;
+  if (c.vocab_size > 0) g.vocab_size = c.vocab_size;
+  if (c.context > 0) g.context = c.context;
+  return g;
+}
+
+optim::LrSchedule ScheduleSettings::make(int64_t steps) const {
+  return optim::LrSchedule(decay, peak_lr, min_lr, warmup_steps, std::max(steps, warmup_steps));
+}
+
+TrainPlan translate(const TrainConfig& c, int rank, int world) {
+  TrainPlan plan;
+  sharding::ShardingConfig& s = plan.sharding;
+  s.stage = c.stage;
+  s.hybrid_group = c.hybrid_group;
+  s.seed = c.seed;
+  s.param_dtype = c.precision;
+  s.reduce_dtype = c.reduce_dtype_set ? c.reduce_dtype : c.precision;
+  s.prefetch = c.prefetch;
+  s.max_live_gathered_bytes = c.max_live_gathered_bytes;
+  s.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
+  s.max_reductions_in_flight = c.max_reductions_in_flight;
+
+  OptimizerSettings& o = plan.optimizer;
+  if (c.optimizer == "sgd") {
+    o.choice = OptimizerChoice::kSgd;
+    o.sgd.momentum = c.momentum;
+    o.sgd.nesterov = c.nesterov;
+    o.sgd.weight_decay = c.weight_decay;
+  } else {
+    o.choice = OptimizerChoice::kAdamW;
+    o.adamw.beta1 = c.beta1;
+    o.adamw.beta2 = c.beta2;
+    o.adamw.eps = c.eps;
+    o.adamw.weight_decay = c.weight_decay;
+  }
+
+  plan.schedule.decay = c.decay;
+  plan.schedule.peak_lr = c.lr;
+  plan.schedule.min_lr = c.min_lr >= 0 ? c.min_lr : c.lr / 10;
+  plan.schedule.warmup_steps = c.warmup_steps;
+
+  plan.loss_scaling.dynamic = c.precision == DType::kF16 && c.static_loss_scale == 0;
+  plan.loss_scaling.scaler = c.loss_scaler;
+  plan.loss_scaling.static_scale = c.static_loss_scale > 0 ? c.static_loss_scale : 1;
+
+  plan.sampler.global_batch = c.micro_batch * world;
+  plan.sampler.rank = rank;
+  plan.sampler.world_size = world;
+  plan.sampler.seed = c.seed;
+  plan.micro_batches_per_step = c.grad_accum;
+  return plan;
+}
+
+int64_t total_steps(const TrainConfig& c, int64_t micro_batches_per_epoch) {
+  const int64_t per_epoch = micro_batches_per_epoch / c.grad_accum;
+  ZS_CHECK(per_epoch >= 1 || c.epochs == 0, "one epoch of ", micro_batches_per_epoch,
+           " micro-batches is less than one step of ", c.grad_accum,
+           " micro-batches; lower --grad-accum or --micro-batch");
+  return c.epochs > 0 ? c.epochs * per_epoch : c.steps;
+}
+
+MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage) {
+  const TrainPlan plan = translate(c, 0, world);
+  const sharding::ShardingConfig& s = plan.sharding;
+  MemoryModelConfig m;
+  m.world = world;
+  m.stage = stage;
+  m.hybrid_group = stage == 3 ? s.hybrid_group : 0;
+  m.param_dtype = s.param_dtype;
+  m.reduce_dtype = s.reduce_dtype;
+  m.alignment = s.alignment;
+  m.optimizer = plan.optimizer.choice == OptimizerChoice::kAdamW ? OptimizerKind::kAdamW
+                : plan.optimizer.sgd.momentum > 0                ? OptimizerKind::kSgdMomentum
+                                                                 : OptimizerKind::kSgd;
+  m.gradient_accumulation = plan.micro_batches_per_step > 1;
+  m.prefetch = s.prefetch;
+  m.max_live_gathered_bytes = s.max_live_gathered_bytes;
+  m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;
+  m.max_reductions_in_flight = s.max_reductions_in_flight;
+  return m;
 }
 
 }  // namespace zs::train

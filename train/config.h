@@ -6,17 +6,32 @@
 // keys it knows but has no use for (DeepSpeed's bucket sizes, overlap switches) are reported as
 // notes, keys it does not know are an error that lists them, and known features zeroshard does
 // not have yet (NVMe offload) are an error that says so. Nothing is ignored silently.
+//
+// What a TrainConfig means to the layers below it is decided here, once: translate() turns it
+// into the ShardingConfig, the optimizer's options, the schedule, the loss scaling and the
+// sampler's options, and memory_model_config() gives zs-mem's estimate the same sharding
+// settings. The engine, the OutOfMemory advice and zs-mem all go through these functions.
+// Everything here is a pure function of its arguments (thread-safe).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "data/sampler.h"
+#include "models/gpt.h"
+#include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/schedule.h"
+#include "optim/sgd.h"
 #include "runtime/dtype.h"
+#include "sharding/sharded_model.h"
+#include "train/memory_model.h"
 
 namespace zs::train {
+
+// --eval-batches when not given (0 = every held-out window).
+constexpr int64_t kDefaultEvalBatches = 20;
 
 struct TrainConfig {
   // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder
@@ -93,7 +108,10 @@ struct TrainConfig {
   int64_t steps = 100;
   int64_t epochs = 0;         // > 0: run this many passes over the data instead of `steps`
   int64_t eval_interval = 0;  // 0: evaluate at the end only
-  int64_t eval_batches = 0;   // 0: the whole eval set
+  // Evaluation batches per rank (micro_batch rows each); 0: the whole held-out set. Bounded by
+  // default so that a short run on a large held-out split does not spend most of its time
+  // scoring it.
+  int64_t eval_batches = kDefaultEvalBatches;
   int64_t log_interval = 10;
   uint64_t seed = 1234;
 
@@ -132,5 +150,65 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
 
 // The run's configuration, one line per group, for the log.
 std::string describe(const TrainConfig& config);
+
+// The model's shape: the preset (or, with init_from, the weight file's shape), then the
+// --model-config JSON file's keys (n_layer, width, n_head, vocab_size, context), then the
+// override fields. Throws IoError for an unreadable file and InvalidArgument for malformed JSON,
+// unknown keys or non-integer values, naming the file and the key.
+models::GptConfig resolve_model_config(const TrainConfig& config);
+// resolve_model_config's JSON step alone: applies `json_text`'s keys to `shape`; `source` names
+// the file in messages.
+void apply_model_config_json(const std::string& json_text, const std::string& source,
+                             models::GptConfig& shape);
+
+// ---- What the configuration means to the layers below (one translation, used everywhere).
+
+enum class OptimizerChoice { kAdamW, kSgd };
+
+struct OptimizerSettings {
+  OptimizerChoice choice = OptimizerChoice::kAdamW;
+  optim::AdamWOptions adamw;  // used when choice == kAdamW
+  optim::SgdOptions sgd;      // used when choice == kSgd
+};
+
+// The learning-rate schedule but for its length, which depends on the data (epochs).
+struct ScheduleSettings {
+  optim::LrDecay decay = optim::LrDecay::kCosine;
+  float peak_lr = 1e-3f;
+  float min_lr = 1e-4f;
+  int64_t warmup_steps = 0;
+  // The schedule of a run of `steps` optimizer steps (decays over max(steps, warmup)).
+  optim::LrSchedule make(int64_t steps) const;
+};
+
+// The loss scale: fp16 without a static scale has a dynamic scaler; otherwise the scale is the
+// static one (static_loss_scale > 0) or 1.
+struct LossScaling {
+  bool dynamic = false;
+  optim::LossScalerOptions scaler;  // when dynamic
+  float static_scale = 1;           // when not dynamic
+};
+
+struct TrainPlan {
+  sharding::ShardingConfig sharding;
+  OptimizerSettings optimizer;
+  ScheduleSettings schedule;
+  LossScaling loss_scaling;
+  data::SamplerOptions sampler;  // this rank's part of each micro-batch's global batch
+  int64_t micro_batches_per_step = 1;
+};
+
+// The plan of rank `rank` of `world` ranks. A pure function of its arguments.
+TrainPlan translate(const TrainConfig& config, int rank, int world);
+
+// Optimizer steps of the run: config.steps, or with epochs > 0 that many passes over data of
+// `micro_batches_per_epoch` micro-batches. Throws InvalidArgument when an epoch is shorter than
+// one step.
+int64_t total_steps(const TrainConfig& config, int64_t micro_batches_per_epoch);
+
+// zs-mem's configuration of the same run at `stage` on `world` ranks (the hybrid group applies
+// at stage 3 only): the sharding settings of translate(), the optimizer's state kind, and
+// whether gradients accumulate.
+MemoryModelConfig memory_model_config(const TrainConfig& config, int world, int stage);
 
 }  // namespace zs::train

@@ -119,40 +119,51 @@ MemRun resolve(const MemArgs& a) {
                 std::to_string(run.units.size()) + " units (one per block, plus the root)";
   }
 
-  MemoryModelConfig& c = run.config;
-  c.world = a.ranks;
-  c.param_dtype = parse_flag<DType>("--precision", a.precision, "fp32, fp16 or bf16",
-                                    [](const std::string& s) { return parse_precision(s); });
-  c.reduce_dtype = a.reduce_dtype.empty()
-                       ? c.param_dtype
-                       : parse_flag<DType>("--reduce-dtype", a.reduce_dtype, "fp32, fp16 or bf16",
+  // The flags become a TrainConfig and take zs-train's one translation (train/config.h), so
+  // zs-mem and the engine cannot disagree on what a setting means.
+  TrainConfig train;
+  train.precision = parse_flag<DType>("--precision", a.precision, "fp32, fp16 or bf16",
+                                      [](const std::string& s) { return parse_precision(s); });
+  if (!a.reduce_dtype.empty()) {
+    train.reduce_dtype = parse_flag<DType>("--reduce-dtype", a.reduce_dtype, "fp32, fp16 or bf16",
                                            [](const std::string& s) { return parse_precision(s); });
-  c.optimizer =
+    train.reduce_dtype_set = true;
+  }
+  OptimizerKind optimizer =
       parse_flag<OptimizerKind>("--optimizer", a.optimizer, "adamw, sgd or sgd-momentum",
                                 [](const std::string& s) { return parse_optimizer_kind(s); });
   if (a.momentum != 0) {
-    if (c.optimizer == OptimizerKind::kAdamW) {
+    if (optimizer == OptimizerKind::kAdamW) {
       throw UsageError("--momentum applies to --optimizer sgd, not adamw");
     }
-    c.optimizer = a.momentum > 0 ? OptimizerKind::kSgdMomentum : OptimizerKind::kSgd;
+    optimizer = a.momentum > 0 ? OptimizerKind::kSgdMomentum : OptimizerKind::kSgd;
   }
+  train.optimizer = optimizer == OptimizerKind::kAdamW ? "adamw" : "sgd";
+  // Only whether SGD keeps a momentum buffer matters to the estimate.
+  train.momentum =
+      optimizer == OptimizerKind::kSgdMomentum ? (a.momentum > 0 ? a.momentum : 0.9f) : 0.0f;
   if (a.grad_accum < 1) {
     throw UsageError("--grad-accum must be >= 1, got " + std::to_string(a.grad_accum));
   }
-  c.gradient_accumulation = a.grad_accum > 1;
-  c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none or optimizer",
-                                      [](const std::string& s) { return parse_offload_kind(s); });
-  c.alignment = a.alignment;
-  c.prefetch = !a.no_prefetch;
-  c.max_reductions_in_flight = a.max_reductions_in_flight;
+  train.grad_accum = a.grad_accum;
+  train.prefetch = !a.no_prefetch;
+  train.max_reductions_in_flight = a.max_reductions_in_flight;
+  train.hybrid_group = std::max(0, a.hybrid_group);
   auto size_flag = [](const std::string& flag, const std::string& value) {
     return parse_flag<uint64_t>(flag, value, "a size such as 512MiB, 16GiB or 80GB",
                                 [](const std::string& s) { return uint64_t{parse_bytes(s)}; });
   };
-  if (!a.max_live.empty()) c.max_live_gathered_bytes = size_flag("--max-live-gathered", a.max_live);
-  if (!a.keep_below.empty()) {
-    c.keep_gathered_below_bytes = size_flag("--keep-gathered-below", a.keep_below);
+  if (!a.max_live.empty()) {
+    train.max_live_gathered_bytes = size_flag("--max-live-gathered", a.max_live);
   }
+  if (!a.keep_below.empty()) {
+    train.keep_gathered_below_bytes = size_flag("--keep-gathered-below", a.keep_below);
+  }
+  MemoryModelConfig& c = run.config;
+  c = memory_model_config(train, a.ranks, /*stage: set per row*/ 3);
+  c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none or optimizer",
+                                      [](const std::string& s) { return parse_offload_kind(s); });
+  c.alignment = a.alignment;
   if (!a.budget.empty()) {
     run.budget = size_flag("--budget", a.budget);
     if (*run.budget == 0) throw UsageError("--budget must be more than 0 bytes");
@@ -171,7 +182,6 @@ MemRun resolve(const MemArgs& a) {
                        " is not a multiple of --hybrid-group " + std::to_string(a.hybrid_group) +
                        "; use a group size that divides it (e.g. the ranks per node)");
     }
-    c.hybrid_group = a.hybrid_group;
     run.stages = {3};
   } else if (a.stage >= 0) {
     run.stages = {a.stage};

@@ -48,7 +48,7 @@ struct TrafficFormula {
   size_t param_bytes = 4;             // element size of gathered parameters
   size_t reduce_bytes = 4;            // element size of reduced gradients
   std::vector<int64_t> padded_numel;  // per unit
-  std::vector<bool> kept_gathered;    // per unit (stage 3 units that are never released)
+  std::vector<bool> kept_gathered;    // per unit: never released (ShardedModel::UnitInfo)
   int replica_group = 1;  // hybrid: the replicas each gradient shard is all-reduced over
   int rank_in_replicas = 0;
 };

@@ -17,9 +17,9 @@
 //   reduce_scatter, so all_reduce gives the same bits as reduce_scatter + all_gather.
 // - Arithmetic: fp32 accumulates in fp32. fp16/bf16 are widened to fp32 (bulk conversions of
 //   runtime/half.h), accumulated in fp32 and rounded once (nearest even). avg = the fp32 sum
-//   divided by N in fp32 (not multiplied by 1/N), then rounded once to fp16/bf16. int32 sums
-//   wrap modulo 2^32 (overflow is the caller's problem); int32 avg is the wrapped sum divided by
-//   N with C++ `/` (truncation toward zero). max/min compare in the element type's value.
+//   divided by N in fp32 (not multiplied by 1/N), then rounded once to fp16/bf16. int32 and
+//   int64 sums wrap modulo 2^32 and 2^64 (overflow is the caller's problem); their avg is the
+//   wrapped sum divided by N with C++ `/` (truncation toward zero). max/min compare in the element type's value.
 // - send/recv are eager: if the receiver is already waiting in the matching recv, send copies
 //   straight into its buffer; otherwise send copies the data into the receiver's mailbox (one
 //   FIFO per sender) and returns. So send never waits for the receiver, and two ranks that both

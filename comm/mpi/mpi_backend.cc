@@ -126,6 +126,8 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_UINT16_T;  // moved as raw 16-bit values; reductions widen them locally
     case DType::kI32:
       return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -406,7 +408,7 @@ void MpiBackend::check_call(const Call& call, const std::string& what, size_t co
       if (i == 0 && v >= 0 && v < kNumCollectiveKinds) {
         return collective_name(static_cast<CollectiveKind>(v));
       }
-      if (i == 2 && v >= 0 && v <= static_cast<int64_t>(DType::kI32)) {
+      if (i == 2 && v >= 0 && v <= static_cast<int64_t>(DType::kI64)) {
         return dtype_name(static_cast<DType>(v));
       }
       if (i == 3 && v >= 0 && v <= static_cast<int64_t>(ReduceOp::kMin)) {

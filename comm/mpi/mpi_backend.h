@@ -36,7 +36,7 @@
 //   results are deterministic, identical to the local backend's, and all_reduce gives the same
 //   bits as reduce_scatter + all_gather. fp16/bf16 travel as 16-bit values and are widened to
 //   fp32 for the reduction (fp32 accumulation, rounded once); avg divides the fp32 sum by N in
-//   fp32; int32 sums wrap and int32 avg truncates (comm/local/local_backend.h states the same
+//   fp32; int32/int64 sums wrap and their avg truncates (comm/local/local_backend.h states the same
 //   rules). The slices received from the N−1 peers go to a staging buffer of at most
 //   MpiBackendOptions::max_staging_bytes; larger collectives run in pieces.
 // - send / recv: MPI_Isend / MPI_Irecv; the tag carries the dtype and recv checks the count.

@@ -24,6 +24,8 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclBfloat16;
     case DType::kI32:
       return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
   }
   ZS_THROW(InvalidArgument, "nccl backend: unknown dtype ", static_cast<int>(dtype));
 }

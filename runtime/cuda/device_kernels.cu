@@ -96,6 +96,9 @@ void fill(const Tensor& dst, float value) {
     case DType::kI32:
       launch_fill<int32_t>(dst, static_cast<int32_t>(value), ctx.stream());
       break;
+    case DType::kI64:
+      launch_fill<int64_t>(dst, static_cast<int64_t>(value), ctx.stream());
+      break;
   }
 }
 
@@ -135,6 +138,7 @@ void launch_accumulate(const Tensor& dst, const Tensor& src, cudaStream_t stream
       ZS_CUDA_CHECK(cudaGetLastError());
       return;
     case DType::kI32:
+    case DType::kI64:
       break;
   }
   ZS_THROW(InvalidArgument, "accumulate_into needs floating tensors, got ", src.describe());
@@ -159,6 +163,7 @@ void accumulate(const Tensor& dst, const Tensor& src) {
       launch_accumulate<BFloat16>(dst, src, ctx.stream());
       return;
     case DType::kI32:
+    case DType::kI64:
       break;
   }
   ZS_THROW(InvalidArgument, "accumulate_into needs floating tensors, got ", dst.describe());

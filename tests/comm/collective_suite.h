@@ -1,5 +1,5 @@
 // Backend-agnostic collective test suite (header-only): every collective of a Communicator
-// against a serial reference, for fp32, fp16, bf16 and int32 and sizes 0, 1, 7, 4097 and ~1M
+// against a serial reference, for fp32, fp16, bf16, int32 and int64 and sizes 0, 1, 7, 4097 and ~1M
 // elements, on whatever group `comm` spans. The local tests call it from N rank threads; the
 // MPI tests call it from a main run under mpirun. Every rank of the group must call it with the
 // same options (it issues the same collectives in the same order on every rank).
@@ -9,15 +9,17 @@
 // [-128, 127] (the salt differs per collective, so stale data from an earlier call never
 // passes). A code c is stored as c/8 in fp32/fp16/bf16 — exact in all three, and sums of such
 // values over any realistic number of ranks are exact in fp32, so the reference does not depend
-// on summation order — and as c·65537 in int32 (both halves of the word move).
+// on summation order — as c·65537 in int32 (both halves of the word move) and as
+// c·0x0001000100010001 in int64 (all four 16-bit quarters move; sums over up to 2^7 ranks stay
+// exact).
 //
 // Expected values, bit for bit (no tolerance anywhere):
 // - sum: the exact fp32 sum, rounded once to fp16/bf16 (round to nearest even). A backend that
 //   accumulates in the 16-bit type, or rounds per step, fails.
 // - avg: that fp32 sum divided by size() in fp32 (one fp32 rounding when size() is not a power of
 //   two), then rounded once to fp16/bf16. A backend must divide, not multiply by 1/size().
-//   int32: the int32 sum divided by size() with C++ `/` (truncation toward zero).
-// - max / min: exact. int32 sum: exact (the codes cannot overflow).
+//   int32/int64: the integer sum divided by size() with C++ `/` (truncation toward zero).
+// - max / min: exact. Integer sums: exact (the codes cannot overflow).
 // - reduce_scatter/all_gather: the size list is the per-rank shard size.
 // - broadcast, gather, scatter: run once from every root.
 // - send/recv: a ring (rank r sends to r+1 and receives from r−1); even ranks send first and odd
@@ -51,7 +53,7 @@ namespace zs::testing {
 struct CollectiveSuiteOptions {
   // Element counts (per-rank shard counts for reduce_scatter / all_gather / gather / scatter).
   std::vector<int64_t> sizes = {0, 1, 7, 4097, (int64_t{1} << 20) + 3};
-  std::vector<DType> dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
+  std::vector<DType> dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64};
   // Timeout and tag of every collective the suite issues.
   comm::CollectiveOptions collective = {};
 };
@@ -67,6 +69,7 @@ inline int32_t code(int rank, int64_t index, int salt) {
 
 inline float float_of(int32_t c) { return static_cast<float>(c) * 0.125f; }
 inline int32_t int_of(int32_t c) { return c * 65537; }
+inline int64_t int64_of(int32_t c) { return int64_t{c} * int64_t{0x0001000100010001}; }
 
 // Stores a float (already exact or to be rounded once) as element j of a `dtype` buffer.
 inline void store_float(void* base, DType dtype, size_t j, float value) {
@@ -82,6 +85,9 @@ inline void store_float(void* base, DType dtype, size_t j, float value) {
       break;
     case DType::kI32:
       static_cast<int32_t*>(base)[j] = static_cast<int32_t>(value);
+      break;
+    case DType::kI64:
+      static_cast<int64_t*>(base)[j] = static_cast<int64_t>(value);
       break;
   }
 }
@@ -101,6 +107,11 @@ void fill_codes(void* base, DType dtype, size_t count, CodeOf code_of) {
       for (size_t j = 0; j < count; ++j) out[j] = int_of(code_of(j));
       break;
     }
+    case DType::kI64: {
+      auto* out = static_cast<int64_t*>(base);
+      for (size_t j = 0; j < count; ++j) out[j] = int64_of(code_of(j));
+      break;
+    }
     case DType::kF16:
     case DType::kBF16: {
       uint16_t bits_of_code[256];  // codes are in [-128, 127]
@@ -116,7 +127,8 @@ void fill_codes(void* base, DType dtype, size_t count, CodeOf code_of) {
 }
 
 // A byte pattern no code produces for any dtype (0xA5A5 as fp16/bf16 is a negative normal with a
-// fraction no c/8 has; 0xA5A5A5A5 is not c·65537 or c/8), to show untouched output.
+// fraction no c/8 has; 0xA5A5A5A5 is not c·65537 or c/8, and 0xA5A5A5A5A5A5A5A5 not
+// c·0x0001000100010001), to show untouched output.
 inline void fill_sentinel(const Tensor& t) {
   if (t.nbytes() > 0) std::memset(t.raw_data(), 0xA5, t.nbytes());
 }
@@ -143,6 +155,9 @@ inline std::string element_string(const void* base, DType dtype, size_t j) {
     }
     case DType::kI32:
       out << static_cast<const int32_t*>(base)[j];
+      break;
+    case DType::kI64:
+      out << static_cast<const int64_t*>(base)[j];
       break;
   }
   return out.str();
@@ -187,18 +202,29 @@ inline T combine_reference(T acc, T x) {
   }
 }
 
+// The integer reduction of `count` elements into `out`: value_of maps a code to the element.
+template <comm::ReduceOp kOp, typename Int, typename ValueOf, typename CodeOf>
+void integer_reference(unsigned char* out, int size, size_t count, ValueOf value_of,
+                       CodeOf code_of) {
+  auto* result = reinterpret_cast<Int*>(out);
+  for (size_t j = 0; j < count; ++j) {
+    Int acc = value_of(code_of(0, j));
+    for (int q = 1; q < size; ++q) acc = combine_reference<kOp>(acc, value_of(code_of(q, j)));
+    if (kOp == comm::ReduceOp::kAvg) acc /= size;
+    result[j] = acc;
+  }
+}
+
 template <comm::ReduceOp kOp, typename CodeOf>
 std::vector<unsigned char> reduced_reference_op(DType dtype, int size, size_t count,
                                                 CodeOf code_of) {
   std::vector<unsigned char> out(count * dtype_size(dtype));
   if (dtype == DType::kI32) {
-    auto* result = reinterpret_cast<int32_t*>(out.data());
-    for (size_t j = 0; j < count; ++j) {
-      int32_t acc = int_of(code_of(0, j));
-      for (int q = 1; q < size; ++q) acc = combine_reference<kOp>(acc, int_of(code_of(q, j)));
-      if (kOp == comm::ReduceOp::kAvg) acc /= size;
-      result[j] = acc;
-    }
+    integer_reference<kOp, int32_t>(out.data(), size, count, int_of, code_of);
+    return out;
+  }
+  if (dtype == DType::kI64) {
+    integer_reference<kOp, int64_t>(out.data(), size, count, int64_of, code_of);
     return out;
   }
   std::vector<float> result(count);

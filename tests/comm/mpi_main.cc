@@ -110,6 +110,11 @@ void fill_messy(const Tensor& t, int rank, int salt) {
         t.data<int32_t>()[j] = static_cast<int32_t>(values[j] * 1e6f);
       }
       break;
+    case DType::kI64:
+      for (size_t j = 0; j < values.size(); ++j) {
+        t.data<int64_t>()[j] = static_cast<int64_t>(values[j] * 1e15f);
+      }
+      break;
   }
 }
 
@@ -139,7 +144,7 @@ TEST(MpiWorld, AllReduceMatchesReduceScatterAllGatherAndTheLocalBackend) {
   const int size = world().size();
   CpuAllocator allocator(nullptr);
   int salt = 0;
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
       for (int64_t shard : {int64_t{1}, int64_t{1000}, int64_t{65537}}) {
         ++salt;

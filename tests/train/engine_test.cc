@@ -309,6 +309,17 @@ TEST_F(Engine, BadInputFailsClearly) {
             std::string::npos);
 }
 
+TEST_F(Engine, TheDefaultEvaluationIsCapped) {
+  TrainConfig c = tiny_run(path_);
+  c.eval_batches = TrainConfig{}.eval_batches;  // 20 batches per rank
+  c.steps = 1;
+  c.micro_batch = 1;
+  c.eval_fraction = 0.5;  // far more than 20 x 2 held-out windows
+  const TrainResult r = run_training(c);
+  ASSERT_EQ(r.evals.size(), 1u);
+  EXPECT_EQ(r.evals.back().tokens, 20 * 2 * 1 * c.context);  // batches x ranks x rows x tokens
+}
+
 TEST_F(Engine, DivergenceStopsWithANumericalError) {
   TrainConfig c = tiny_run(path_);
   c.lr = 1e30f;

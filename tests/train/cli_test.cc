@@ -1,0 +1,92 @@
+// zs-train's flags that decide the ZeRO stage: --strategy, --zero-stage and the DeepSpeed
+// config's zero_optimization.stage. Flags that restate one stage agree; --strategy and
+// --zero-stage that disagree are an error naming both; a flag overrides the file's stage.
+#include "train/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+#include "tests/support/scratch.h"
+#include "train/config.h"
+
+namespace zs::train {
+namespace {
+
+using zs::testing::error_message;
+using zs::testing::ScratchDir;
+using zs::testing::write_text;
+
+TrainConfig parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "zs-train");
+  args.push_back("--text");
+  args.push_back("unused.txt");  // no data flags would select the built-in demo
+  TrainConfig c;
+  EXPECT_FALSE(parse_train_args(static_cast<int>(args.size()), args.data(), c, nullptr, nullptr));
+  return c;
+}
+
+std::string parse_error(std::vector<const char*> args) {
+  args.insert(args.begin(), "zs-train");
+  args.push_back("--text");
+  args.push_back("unused.txt");
+  return error_message<InvalidArgument>([&] {
+    TrainConfig c;
+    parse_train_args(static_cast<int>(args.size()), args.data(), c, nullptr, nullptr);
+  });
+}
+
+TEST(TrainCliStage, StrategyAndZeroStageThatAgreeAreAccepted) {
+  EXPECT_EQ(parse({"--strategy", "zero1", "--zero-stage", "1"}).stage, 1);
+  EXPECT_EQ(parse({"--strategy", "ddp", "--zero-stage", "0"}).stage, 0);
+  EXPECT_EQ(parse({"--strategy", "zero2"}).stage, 2);
+  EXPECT_EQ(parse({"--zero-stage", "0"}).stage, 0);
+  EXPECT_EQ(parse({"--strategy", "hybrid", "--hybrid-group", "2", "--zero-stage", "3"}).stage, 3);
+  EXPECT_EQ(parse({}).stage, 3);  // the default
+}
+
+TEST(TrainCliStage, StrategyAndZeroStageThatDisagreeAreAnErrorNamingBoth) {
+  const std::string zero1 = parse_error({"--strategy", "zero1", "--zero-stage", "3"});
+  EXPECT_NE(zero1.find("--strategy zero1"), std::string::npos) << zero1;
+  EXPECT_NE(zero1.find("stage 1"), std::string::npos) << zero1;
+  EXPECT_NE(zero1.find("--zero-stage is 3"), std::string::npos) << zero1;
+  const std::string ddp = parse_error({"--zero-stage", "2", "--strategy", "ddp"});
+  EXPECT_NE(ddp.find("--strategy ddp"), std::string::npos) << ddp;
+  EXPECT_NE(ddp.find("--zero-stage is 2"), std::string::npos) << ddp;
+  const std::string hybrid =
+      parse_error({"--strategy", "hybrid", "--hybrid-group", "2", "--zero-stage", "2"});
+  EXPECT_NE(hybrid.find("--strategy hybrid"), std::string::npos) << hybrid;
+  EXPECT_NE(hybrid.find("--zero-stage is 2"), std::string::npos) << hybrid;
+  EXPECT_NE(parse_error({"--strategy", "hybrid"}).find("--hybrid-group"), std::string::npos);
+  EXPECT_NE(parse_error({"--strategy", "zero4"}).find("zero4"), std::string::npos);
+}
+
+TEST(TrainCliStage, FlagsOverrideTheDeepSpeedStage) {
+  ScratchDir dir;
+  const std::string ds = dir.path("ds.json");
+  write_text(ds, R"({"zero_optimization": {"stage": 2}})");
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str()}).stage, 2);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--zero-stage", "2"}).stage, 2);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--zero-stage", "1"}).stage, 1);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--strategy", "ddp"}).stage, 0);
+  // The flags still have to agree with each other.
+  EXPECT_NE(parse_error({"--deepspeed", ds.c_str(), "--strategy", "zero2", "--zero-stage", "1"})
+                .find("--zero-stage is 1"),
+            std::string::npos);
+  // A file without a stage leaves the default.
+  const std::string no_stage = dir.path("no_stage.json");
+  write_text(no_stage, R"({"train_micro_batch_size_per_gpu": 2})");
+  EXPECT_EQ(parse({"--deepspeed", no_stage.c_str()}).stage, 3);
+}
+
+TEST(TrainCliStage, ResolveStageNamesEveryValue) {
+  EXPECT_EQ(resolve_stage("", 2, -1, 0), 2);
+  EXPECT_EQ(resolve_stage("zero3", -1, 1, 0), 3);
+  EXPECT_EQ(resolve_stage("", -1, 1, 0), 1);
+  EXPECT_THROW(resolve_stage("zero3", 0, -1, 0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace zs::train

@@ -1,0 +1,206 @@
+// TrainConfig's one translation into the layers' configurations (sharding, optimizer, schedule,
+// loss scaling, sampler, zs-mem's model), the model-config JSON, and the helpers of the log a
+// user reads (interval throughput, model FLOPs, the bounded default evaluation).
+#include "train/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "models/gpt_presets.h"
+#include "runtime/error.h"
+#include "tests/support/scratch.h"
+#include "train/evaluator.h"
+#include "train/step_log.h"
+
+namespace zs::train {
+namespace {
+
+using zs::testing::error_message;
+
+TEST(TrainConfigTranslate, ShardingSettings) {
+  TrainConfig c;
+  c.stage = 2;
+  c.hybrid_group = 0;
+  c.seed = 77;
+  c.precision = DType::kBF16;
+  c.prefetch = false;
+  c.max_live_gathered_bytes = 1000;
+  c.keep_gathered_below_bytes = 200;
+  c.max_reductions_in_flight = 5;
+  const TrainPlan plan = translate(c, 1, 4);
+  EXPECT_EQ(plan.sharding.stage, 2);
+  EXPECT_EQ(plan.sharding.hybrid_group, 0);
+  EXPECT_EQ(plan.sharding.seed, 77u);
+  EXPECT_EQ(plan.sharding.param_dtype, DType::kBF16);
+  EXPECT_EQ(plan.sharding.reduce_dtype, DType::kBF16);  // the compute dtype unless set
+  EXPECT_FALSE(plan.sharding.prefetch);
+  EXPECT_EQ(plan.sharding.max_live_gathered_bytes, 1000u);
+  EXPECT_EQ(plan.sharding.keep_gathered_below_bytes, 200u);
+  EXPECT_EQ(plan.sharding.max_reductions_in_flight, 5);
+  c.reduce_dtype = DType::kF32;
+  c.reduce_dtype_set = true;
+  EXPECT_EQ(translate(c, 0, 1).sharding.reduce_dtype, DType::kF32);
+}
+
+TEST(TrainConfigTranslate, OptimizerScheduleScalingAndSampler) {
+  TrainConfig c;
+  c.lr = 2e-3f;
+  c.beta1 = 0.8f;
+  c.beta2 = 0.9f;
+  c.eps = 1e-6f;
+  c.weight_decay = 0.01f;
+  c.warmup_steps = 4;
+  c.decay = optim::LrDecay::kLinear;
+  c.micro_batch = 3;
+  c.grad_accum = 2;
+  c.seed = 9;
+  TrainPlan plan = translate(c, 2, 4);
+  EXPECT_EQ(plan.optimizer.choice, OptimizerChoice::kAdamW);
+  EXPECT_FLOAT_EQ(plan.optimizer.adamw.beta1, 0.8f);
+  EXPECT_FLOAT_EQ(plan.optimizer.adamw.beta2, 0.9f);
+  EXPECT_FLOAT_EQ(plan.optimizer.adamw.eps, 1e-6f);
+  EXPECT_FLOAT_EQ(plan.optimizer.adamw.weight_decay, 0.01f);
+  EXPECT_EQ(plan.schedule.decay, optim::LrDecay::kLinear);
+  EXPECT_FLOAT_EQ(plan.schedule.peak_lr, 2e-3f);
+  EXPECT_FLOAT_EQ(plan.schedule.min_lr, 2e-4f);  // lr / 10 unless set
+  EXPECT_EQ(plan.schedule.warmup_steps, 4);
+  EXPECT_FLOAT_EQ(plan.schedule.make(10).lr(4), 2e-3f);
+  EXPECT_FALSE(plan.loss_scaling.dynamic);  // fp32
+  EXPECT_FLOAT_EQ(plan.loss_scaling.static_scale, 1);
+  EXPECT_EQ(plan.sampler.global_batch, 12);  // micro batch x world
+  EXPECT_EQ(plan.sampler.rank, 2);
+  EXPECT_EQ(plan.sampler.world_size, 4);
+  EXPECT_EQ(plan.sampler.seed, 9u);
+  EXPECT_EQ(plan.micro_batches_per_step, 2);
+
+  c.optimizer = "sgd";
+  c.momentum = 0.5f;
+  c.nesterov = true;
+  c.min_lr = 0;
+  c.precision = DType::kF16;
+  plan = translate(c, 0, 1);
+  EXPECT_EQ(plan.optimizer.choice, OptimizerChoice::kSgd);
+  EXPECT_FLOAT_EQ(plan.optimizer.sgd.momentum, 0.5f);
+  EXPECT_TRUE(plan.optimizer.sgd.nesterov);
+  EXPECT_FLOAT_EQ(plan.optimizer.sgd.weight_decay, 0.01f);
+  EXPECT_FLOAT_EQ(plan.schedule.min_lr, 0);
+  EXPECT_TRUE(plan.loss_scaling.dynamic);  // fp16 without a static scale
+  c.static_loss_scale = 128;
+  plan = translate(c, 0, 1);
+  EXPECT_FALSE(plan.loss_scaling.dynamic);
+  EXPECT_FLOAT_EQ(plan.loss_scaling.static_scale, 128);
+}
+
+TEST(TrainConfigTranslate, TotalSteps) {
+  TrainConfig c;
+  c.steps = 7;
+  c.grad_accum = 2;
+  EXPECT_EQ(total_steps(c, 100), 7);
+  c.epochs = 3;
+  EXPECT_EQ(total_steps(c, 11), 15);  // 5 steps per epoch
+  EXPECT_NE(error_message<InvalidArgument>([&] { total_steps(c, 1); }).find("--grad-accum"),
+            std::string::npos);
+}
+
+TEST(TrainConfigTranslate, MemoryModelUsesTheSameShardingSettings) {
+  TrainConfig c;
+  c.precision = DType::kF16;
+  c.hybrid_group = 2;
+  c.grad_accum = 4;
+  c.optimizer = "sgd";
+  c.momentum = 0;
+  c.keep_gathered_below_bytes = 64;
+  c.max_live_gathered_bytes = 4096;
+  c.max_reductions_in_flight = 3;
+  const TrainPlan plan = translate(c, 0, 8);
+  const MemoryModelConfig m = memory_model_config(c, 8, 3);
+  EXPECT_EQ(m.world, 8);
+  EXPECT_EQ(m.stage, 3);
+  EXPECT_EQ(m.hybrid_group, 2);
+  EXPECT_EQ(m.param_dtype, plan.sharding.param_dtype);
+  EXPECT_EQ(m.reduce_dtype, plan.sharding.reduce_dtype);
+  EXPECT_EQ(m.alignment, plan.sharding.alignment);
+  EXPECT_EQ(m.prefetch, plan.sharding.prefetch);
+  EXPECT_EQ(m.keep_gathered_below_bytes, 64u);
+  EXPECT_EQ(m.max_live_gathered_bytes, 4096u);
+  EXPECT_EQ(m.max_reductions_in_flight, 3);
+  EXPECT_EQ(m.optimizer, OptimizerKind::kSgd);
+  EXPECT_TRUE(m.gradient_accumulation);
+  // Hybrid sharding is a stage-3 layout: other stages' estimates have no group.
+  EXPECT_EQ(memory_model_config(c, 8, 1).hybrid_group, 0);
+  c.momentum = 0.9f;
+  EXPECT_EQ(memory_model_config(c, 8, 1).optimizer, OptimizerKind::kSgdMomentum);
+  c.optimizer = "adamw";
+  EXPECT_EQ(memory_model_config(c, 8, 1).optimizer, OptimizerKind::kAdamW);
+}
+
+TEST(TrainConfigModel, JsonKeysOverThePresetAndFlagsOverThem) {
+  models::GptConfig g = models::gpt_preset("tiny");
+  apply_model_config_json(R"({"n_layer": 3, "width": 48, "n_head": 3})", "m.json", g);
+  EXPECT_EQ(g.n_layer, 3);
+  EXPECT_EQ(g.width, 48);
+  EXPECT_EQ(g.n_head, 3);
+  EXPECT_NE(error_message<InvalidArgument>([&] {
+              apply_model_config_json(R"({"layers": 3})", "m.json", g);
+            }).find("unknown key 'layers'"),
+            std::string::npos);
+  EXPECT_NE(error_message<InvalidArgument>([&] {
+              apply_model_config_json(R"({"width": 1.5})", "m.json", g);
+            }).find("'width' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_message<InvalidArgument>([&] {
+              apply_model_config_json("{", "m.json", g);
+            }).find("not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_message<InvalidArgument>([&] {
+              apply_model_config_json("[1]", "m.json", g);
+            }).find("JSON object"),
+            std::string::npos);
+
+  zs::testing::ScratchDir dir;
+  TrainConfig c;
+  c.model_config = dir.path("model.json");
+  zs::testing::write_text(c.model_config, R"({"n_layer": 5, "context": 64})");
+  c.n_layer = 2;  // a flag wins over the file
+  const models::GptConfig resolved = resolve_model_config(c);
+  EXPECT_EQ(resolved.n_layer, 2);
+  EXPECT_EQ(resolved.context, 64);
+  c.model_config = dir.path("missing.json");
+  EXPECT_THROW(resolve_model_config(c), IoError);
+}
+
+TEST(TrainLog, TokensPerSecondIsTheLastIntervalsRate) {
+  IntervalRate rate;
+  EXPECT_EQ(rate.rate(), 0);
+  rate.add(1000, 1.0);  // a slow first interval
+  rate.add(1000, 1.0);
+  EXPECT_DOUBLE_EQ(rate.rate(), 1000);
+  EXPECT_DOUBLE_EQ(rate.seconds_per_step(), 1.0);
+  rate.restart();
+  rate.add(1000, 0.25);  // the next interval is 4x faster: the average since start is not shown
+  rate.add(1000, 0.25);
+  EXPECT_DOUBLE_EQ(rate.rate(), 4000);
+  EXPECT_DOUBLE_EQ(rate.seconds_per_step(), 0.25);
+}
+
+TEST(TrainLog, ModelFlopsAndDurations) {
+  // 6N + 12·L·T·C: GPT-2 small at T = 1024.
+  EXPECT_DOUBLE_EQ(model_flops_per_token(124'000'000, 12, 1024, 768),
+                   6.0 * 124e6 + 12.0 * 12 * 1024 * 768);
+  EXPECT_GT(measure_gemm_peak(0.001), 0);
+  EXPECT_EQ(format_duration(42), "42s");
+  EXPECT_EQ(format_duration(185), "3m05s");
+  EXPECT_EQ(format_duration(3720), "1h02m");
+}
+
+TEST(TrainLog, EvaluationIsBoundedByDefault) {
+  EXPECT_EQ(TrainConfig{}.eval_batches, 20);
+  // 20 batches per rank of 4 rows on 2 ranks: at most 160 of 10000 held-out windows.
+  EXPECT_EQ(evaluated_items(10000, TrainConfig{}.eval_batches, 4, 2), 160);
+  EXPECT_EQ(evaluated_items(100, 20, 4, 2), 100);     // fewer held out than the cap
+  EXPECT_EQ(evaluated_items(10000, 0, 4, 2), 10000);  // 0: everything
+}
+
+}  // namespace
+}  // namespace zs::train

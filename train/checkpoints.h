@@ -1,0 +1,60 @@
+// The state a checkpoint of a run holds, named in one place, and the checkpointer the engine
+// plugs into the loop's save/restore seam (train/loop.h, Checkpointer). Writing and reading
+// checkpoints is not implemented yet: make_checkpointer returns one that restores nothing and
+// never saves, so a run behaves as without the seam.
+//
+// TrainState points at the rank's objects; it owns nothing and is valid while the engine's rank
+// run is (the checkpointer must not outlive it). One rank's thread uses it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "data/sampler.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "sharding/sharded_model.h"
+#include "train/config.h"
+#include "train/loop.h"
+
+namespace zs::train {
+
+struct TrainState {
+  // The fp32 master shards, in the unit plan they follow (world size, stage, hybrid group,
+  // alignment). The gathered compute copies are recomputed from them.
+  sharding::ShardedModel* model = nullptr;
+  // The optimizer state over the shards: AdamW m, v and its step count; SGD momentum.
+  optim::Optimizer* optimizer = nullptr;
+  // fp16 with dynamic scaling: the scale and its growth/hysteresis counters; null otherwise.
+  optim::DynamicLossScaler* scaler = nullptr;
+  // The schedule is a pure function of the step: its position is the completed steps.
+  const optim::LrSchedule* schedule = nullptr;
+  // The data position: the global batch sequence is a pure function of the seed and the step;
+  // after k steps it is at the BatchPosition k × micro_batches_per_step micro-batches in.
+  const data::BatchSampler* sampler = nullptr;
+  int64_t micro_batches_per_step = 1;
+  // RNG: every draw (initialization, data order, sampling) is counter-based, keyed by (seed,
+  // stream, counter) with counters derived from parameter indices and steps, so the seed and the
+  // completed steps restore every stream.
+  uint64_t seed = 0;
+  // The run's configuration (its flags, for the metadata).
+  const TrainConfig* config = nullptr;
+};
+
+// Restores nothing, never saves.
+class NoCheckpoints final : public Checkpointer {
+ public:
+  int64_t restore() override { return 0; }
+  bool due(int64_t, bool) const override { return false; }
+  void save(int64_t) override {}
+};
+
+// The checkpointer for `config` over `state`.
+std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& config, const TrainState& state);
+
+// The data position after `completed_steps` steps of `micro_batches_per_step` micro-batches.
+data::BatchPosition data_position(const data::BatchSampler& sampler, int64_t completed_steps,
+                                  int64_t micro_batches_per_step);
+
+}  // namespace zs::train

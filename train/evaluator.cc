@@ -1,0 +1,65 @@
+// Evaluator (train/evaluator.h).
+#include "train/evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "runtime/autograd.h"
+#include "runtime/logging.h"
+
+namespace zs::train {
+
+int64_t evaluated_items(int64_t total, int64_t eval_batches, int64_t rows, int64_t world) {
+  if (eval_batches > 0) return std::min(total, eval_batches * world * rows);
+  return total;
+}
+
+void Evaluator::on_eval(int64_t after_steps) {
+  const int64_t total = rank_.data.eval_items();
+  if (total <= 0) return;
+  const int64_t world = rank_.comm.size();
+  const int64_t rows = rank_.config.micro_batch;
+  const int64_t items = evaluated_items(total, rank_.config.eval_batches, rows, world);
+  const int64_t batches = (items + world * rows - 1) / (world * rows);
+  NoGradScope no_grad;
+  MemoryCategoryScope activations(MemoryCategory::kActivations);
+  EvalSums mine;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<int64_t> share;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t item = (b * world + rank_.comm.rank()) * rows + i;
+      if (item < items) share.push_back(item);
+    }
+    const EvalSums sums = rank_.task.evaluate(
+        share, rows, rank_.host, [this](const Tensor& t) { return rank_.to_compute(t); });
+    mine.loss_sum += sums.loss_sum;
+    mine.count += sums.count;
+    mine.correct += sums.correct;
+  }
+  const std::vector<double> sums =
+      sum_over_ranks(rank_.comm, rank_.compute, {mine.loss_sum, mine.count, mine.correct});
+  const double loss_sum = sums[0], count = sums[1], correct = sums[2];
+  EvalRecord e;
+  e.step = after_steps;
+  e.loss = loss_sum / count;
+  e.tokens = static_cast<int64_t>(std::llround(count));
+  const bool classify = rank_.data.kind() == TaskKind::kClassification;
+  if (classify) {
+    e.correct = static_cast<int64_t>(std::llround(correct));
+    e.accuracy = correct / count;
+  } else {
+    e.perplexity = std::exp(e.loss);
+  }
+  if (!rank_.lead) return;
+  rank_.result.evals.push_back(e);
+  if (classify) {
+    ZS_LOG_INFO("eval after step {}: loss {:.4f}, accuracy {:.2f}% ({} of {} held-out examples)",
+                after_steps, e.loss, 100 * e.accuracy, e.correct, e.tokens);
+  } else {
+    ZS_LOG_INFO("eval after step {}: loss {:.4f}, perplexity {:.2f} over {} held-out tokens",
+                after_steps, e.loss, e.perplexity, e.tokens);
+  }
+}
+
+}  // namespace zs::train

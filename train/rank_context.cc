@@ -1,0 +1,69 @@
+// RankContext's helpers: host/device bytes and cross-rank figures.
+#include "train/rank_context.h"
+
+#include <cstring>
+
+#include "runtime/device_kernels.h"
+
+namespace zs::train {
+
+Tensor RankContext::to_compute(const Tensor& host_tensor) const {
+  if (!device) return host_tensor;
+  Tensor placed =
+      Tensor::empty(host_tensor.shape(), host_tensor.dtype(), compute, host_tensor.name());
+  write_bytes(placed, host_tensor.raw_data());
+  return placed;
+}
+
+void write_bytes(const Tensor& t, const void* host) {
+  if (t.nbytes() == 0) return;
+  if (t.device().is_cpu()) {
+    std::memcpy(t.raw_data(), host, t.nbytes());
+  } else {
+    device_kernels(t.device(), "write_bytes").upload(t, host);
+  }
+}
+
+void read_bytes(const Tensor& t, void* host) {
+  if (t.nbytes() == 0) return;
+  if (t.device().is_cpu()) {
+    std::memcpy(host, t.raw_data(), t.nbytes());
+  } else {
+    device_kernels(t.device(), "read_bytes").download(t, host);
+  }
+}
+
+std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
+                                              const std::vector<uint64_t>& values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor mine = Tensor::empty({n}, DType::kI64, allocator, MemoryCategory::kCommBuffers, "u64");
+  Tensor all = Tensor::empty({n * comm.size()}, DType::kI64, allocator,
+                             MemoryCategory::kCommBuffers, "u64 gathered");
+  // Staged on the host (the tensors live on the communicator's buffer device).
+  write_bytes(mine, values.data());
+  comm.all_gather(mine, all, {comm::default_timeout(), "figures for the log"})->wait();
+  std::vector<uint64_t> gathered(static_cast<size_t>(n * comm.size()));
+  read_bytes(all, gathered.data());
+  std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    out[r].assign(gathered.begin() + r * n, gathered.begin() + (r + 1) * n);
+  }
+  return out;
+}
+
+std::vector<double> sum_over_ranks(comm::Communicator& comm, Allocator& allocator,
+                                   const std::vector<double>& values) {
+  std::vector<uint64_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(double));
+  std::vector<double> totals(values.size(), 0.0);
+  for (const std::vector<uint64_t>& rank : gather_u64(comm, allocator, bits)) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      double value;
+      std::memcpy(&value, &rank[i], sizeof value);
+      totals[i] += value;
+    }
+  }
+  return totals;
+}
+
+}  // namespace zs::train

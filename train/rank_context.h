@@ -1,0 +1,57 @@
+// What the parts of one rank's run share: the configuration, the rank's communicator, memory,
+// device, task and sharded model, and where rank 0 records the result; plus the helpers that
+// move exact figures between ranks and bytes between the host and the rank's device.
+//
+// A RankContext refers to objects the engine's rank run owns; it owns nothing and lives as long
+// as that run. One rank's thread uses it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "runtime/allocator.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/tensor.h"
+#include "sharding/sharded_model.h"
+#include "train/config.h"
+#include "train/device.h"
+#include "train/records.h"
+#include "train/tasks.h"
+
+namespace zs::train {
+
+struct RankContext {
+  const TrainConfig& config;
+  const TaskData& data;
+  comm::Communicator& comm;
+  bool lead;               // rank 0: logs and keeps the result
+  MemoryTracker& tracker;  // the rank's device: the CPU, or its GPU
+  Allocator& host;         // host memory: batches, evaluation and sample windows
+  Allocator& compute;      // where the model, the shards and the scalar collectives live
+  RankDevice* device;      // --device cuda: the rank's GPU; null on the CPU
+  Task& task;
+  sharding::ShardedModel& sharded;
+  const sharding::ShardingConfig& sharding;
+  int64_t seq;          // tokens per sequence
+  TrainResult& result;  // filled on rank 0 (the lead)
+
+  // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
+  Tensor to_compute(const Tensor& host_tensor) const;
+};
+
+// Exact bytes (any dtype) from host memory into `t`, on the CPU or (synchronously, on the
+// tensor's allocator stream) on a device; and back.
+void write_bytes(const Tensor& t, const void* host);
+void read_bytes(const Tensor& t, void* host);
+
+// Every rank's values, by rank (one int64 all-gather).
+std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
+                                              const std::vector<uint64_t>& values);
+
+// Σ over ranks, in rank order, of each of the doubles every rank holds (exact bits travel:
+// each double goes as its 64-bit pattern through gather_u64), the same on every rank.
+std::vector<double> sum_over_ranks(comm::Communicator& comm, Allocator& allocator,
+                                   const std::vector<double>& values);
+
+}  // namespace zs::train

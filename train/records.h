@@ -1,0 +1,52 @@
+// What a training run reports: one StepRecord per optimizer step, one EvalRecord per evaluation,
+// and the run's TrainResult (rank 0's, or under MPI this process's). Plain values, no behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zs::train {
+
+struct StepRecord {
+  int64_t step = 0;
+  float loss = 0;  // mean over ranks and micro-batches
+  float lr = 0;
+  float grad_norm = 0;  // before clipping
+  float loss_scale = 1;
+  bool skipped = false;  // fp16 overflow: no update
+  double ms = 0;
+  // Tokens per second over the log interval this step belongs to (steps since the last logged
+  // step, this one included), from the steps' own times: evaluation and logging between steps
+  // do not count.
+  double tokens_per_s = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;       // evaluated after this many optimizer steps
+  double loss = 0;        // mean over the held-out tokens (language modelling) or examples
+  double perplexity = 0;  // language modelling
+  int64_t tokens = 0;     // held-out tokens, or examples (classification)
+  int64_t correct = 0;    // classification: examples whose arg-max logit is the label
+  double accuracy = 0;    // classification: correct / examples
+};
+
+struct TrainResult {
+  int world = 1;
+  int64_t parameters = 0;
+  int64_t tokens_per_step = 0;
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  std::string sample;  // greedy continuation of sample_prompt (when sample_tokens > 0)
+  std::string memory_table;
+  std::string traffic_table;
+  // Per category: peak bytes on the rank with the least and the most (index = MemoryCategory).
+  std::vector<size_t> peak_min;
+  std::vector<size_t> peak_max;
+  size_t peak_total_max = 0;
+  // Last step, this rank: bytes sent by the collectives vs the stage's formula.
+  uint64_t bytes_sent = 0;
+  uint64_t formula_bytes_sent = 0;
+};
+
+}  // namespace zs::train

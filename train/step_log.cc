@@ -1,0 +1,122 @@
+// StepLog and its helpers (train/step_log.h).
+#include "train/step_log.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "ops/cpu/gemm.h"
+#include "runtime/logging.h"
+#include "train/report.h"
+
+namespace zs::train {
+
+double model_flops_per_token(int64_t parameters, int64_t n_layer, int64_t seq, int64_t width) {
+  return 6.0 * static_cast<double>(parameters) + 12.0 * static_cast<double>(n_layer) *
+                                                     static_cast<double>(seq) *
+                                                     static_cast<double>(width);
+}
+
+double measure_gemm_peak(double budget_seconds) {
+  const int64_t m = 256, n = 768, k = 768;
+  std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
+  const auto begin = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  double best = 0;
+  for (int run = 0; run < 3 || (since(begin) < budget_seconds && run < 1000); ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    ops::cpu::sgemm(false, false, m, n, k, 1, a.data(), k, b.data(), n, 0, c.data(), n);
+    const double seconds = since(start);
+    if (seconds > 0) best = std::max(best, 2.0 * m * n * k / seconds);
+  }
+  return best;
+}
+
+std::string format_duration(double seconds) {
+  const long long s = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  if (s >= 3600) {
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  } else if (s >= 60) {
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(text, sizeof text, "%llds", s);
+  }
+  return text;
+}
+
+StepLog::StepLog(const RankContext& rank, double gemm_peak, double flops_per_token)
+    : rank_(rank), gemm_peak_(gemm_peak), flops_per_token_(flops_per_token) {}
+
+void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
+  steps_ = steps;
+  const TrainConfig& c = rank_.config;
+  TrainResult& result = rank_.result;
+  result.world = rank_.comm.size();
+  result.parameters = rank_.task.model().num_parameters();
+  result.tokens_per_step =
+      c.micro_batch * c.grad_accum * rank_.comm.size() * rank_.task.tokens_per_row();
+  tty_ = rank_.lead && c.progress && isatty(1);
+  if (!rank_.lead) return;
+  ZS_LOG_INFO("{} parameters ({}); {}", result.parameters, rank_.task.describe_model(),
+              describe(c));
+  ZS_LOG_INFO("{} ranks, {} units, {} steps of {} tokens; data: {}", rank_.comm.size(),
+              rank_.sharded.units().size(), steps, result.tokens_per_step,
+              rank_.data.description());
+}
+
+void StepLog::after_step(const StepRecord& r, bool last) {
+  interval_.add(rank_.result.tokens_per_step, r.ms / 1e3);
+  if (!rank_.lead) return;
+  StepRecord record = r;
+  record.tokens_per_s = interval_.rate();
+  rank_.result.steps.push_back(record);
+  if (tty_) progress(record.step);
+  const int64_t done = record.step + 1;
+  if (record.step == 0 || done % rank_.config.log_interval == 0 || last || record.skipped) {
+    log_step(record, tty_);
+    interval_.restart();
+  }
+}
+
+void StepLog::log_step(const StepRecord& r, bool tty) {
+  const double eta = interval_.seconds_per_step() * static_cast<double>(steps_ - r.step - 1);
+  char mfu[32] = "";
+  if (gemm_peak_ > 0) {
+    // Per rank: the model FLOPs each rank does per second over the GEMM rate it measured.
+    const double per_rank = flops_per_token_ * r.tokens_per_s / rank_.comm.size();
+    std::snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * per_rank / gemm_peak_);
+  }
+  char line[400];
+  int n = std::snprintf(line, sizeof line,
+                        "step %*lld/%lld | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms | ETA %s%s "
+                        "| grad norm %.3f | peak %s",
+                        static_cast<int>(std::to_string(steps_).size()),
+                        static_cast<long long>(r.step + 1), static_cast<long long>(steps_), r.loss,
+                        r.lr, r.tokens_per_s, r.ms, format_duration(eta).c_str(), mfu, r.grad_norm,
+                        format_bytes(rank_.tracker.peak_total()).c_str());
+  if (rank_.config.precision == DType::kF16 && n > 0 && n < static_cast<int>(sizeof line)) {
+    n += std::snprintf(line + n, sizeof line - n, " | scale %g%s", r.loss_scale,
+                       r.skipped ? " | overflow: step skipped" : "");
+  }
+  if (tty) std::printf("\r\033[K");
+  std::fflush(stdout);
+  ZS_LOG_INFO("{}", line);
+}
+
+void StepLog::progress(int64_t step) {
+  const int width = 30;
+  const int done = static_cast<int>(width * (step + 1) / steps_);
+  std::printf("\r[%s%s] %lld/%lld", std::string(done, '#').c_str(),
+              std::string(width - done, ' ').c_str(), static_cast<long long>(step + 1),
+              static_cast<long long>(steps_));
+  if (step + 1 == steps_) std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace zs::train
