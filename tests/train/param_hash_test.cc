@@ -125,7 +125,7 @@ TEST(ParameterHash, EveryStageGivesTheRecordedBits) {
   for (const DType precision : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (size_t g = 0; g < kGroups.size(); ++g) {
       std::vector<uint64_t> hashes;
-      for (const Run& run : kGroups[g]) {
+      for (const auto& run : kGroups[g]) {
         hashes.push_back(run_and_hash(dir, corpus, run, precision));
         EXPECT_EQ(hashes.back(), hashes.front())
             << run.name << " vs " << kGroups[g].front().name << ", " << dtype_name(precision);
