@@ -2,10 +2,12 @@
 // allocation, and fp32 staging for fp16/bf16 tensors (compute is fp32; storage may be 16-bit).
 //
 // Devices: an op takes its CUDA path when its tensors are on cuda:N (built with ZS_CUDA; the
-// branches are `#if ZS_HAVE_CUDA` in ops/*.cc, the kernels in ops/cuda). The helpers that take
-// Tensors (new_output, new_workspace, as_f32, the Tensor forms of store_f32 and write_grad,
-// f32_grad_buffer, finish_grad) work on either device: on CUDA they run on the tensors'
-// allocator stream (ops/cuda/context.h), enqueue and return. The raw-pointer forms are CPU only.
+// kernels in ops/cuda). The helpers below reach a device through the ops' device table
+// (ops/device_ops.h), without an `#if`; the op files not yet moved onto that table still branch
+// on the build's CUDA flag. The helpers that take Tensors (new_output, new_workspace, as_f32,
+// the Tensor forms of store_f32 and write_grad, f32_grad_buffer, finish_grad) work on either
+// device: on CUDA they run on the tensors' allocator stream (ops/cuda/context.h), enqueue and
+// return. The raw-pointer forms are CPU only.
 //
 // Internal to ops/ (namespace zs::ops::detail); users call the op headers.
 #pragma once

@@ -1,0 +1,31 @@
+// The CUDA entry of the ops' device table (ops/device_ops.h), installed by a static initializer.
+// zs_ops_cuda's INTERFACE link option --undefined=zs_ops_cuda_anchor pulls this file into every
+// program that links the library (zs_ops links it in a CUDA build), see runtime/device_kernels.h,
+// "Registration".
+//
+// Thread-safety: the entry is immutable; each function runs on its tensors' stream (OpContext).
+#include "ops/cuda/context.h"
+#include "ops/cuda/kernels.h"
+#include "ops/device_ops.h"
+#include "runtime/device_kernels.h"
+
+// The symbol the linker is told to resolve (ops/cuda/CMakeLists.txt).
+extern "C" const char zs_ops_cuda_anchor = 0;
+
+namespace zs::ops::cuda {
+namespace {
+
+void convert(const char* op, const Tensor& src, const Tensor& dst) {
+  OpContext ctx(op, {&src, &dst});
+  cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), src.numel(), ctx.stream());
+}
+
+const detail::DeviceOps kCudaOps{"cuda", convert};
+
+const bool kRegistered = [] {
+  DeviceTables<detail::DeviceOps>::install(Device::Kind::kCUDA, &kCudaOps);
+  return true;
+}();
+
+}  // namespace
+}  // namespace zs::ops::cuda
