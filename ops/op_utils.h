@@ -43,6 +43,10 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
 // Checks that `t` is on a device the ops support (the CPU; CUDA too in a CUDA build), naming the
 // op: for the integer arguments (targets, ids, lengths), whose dtype each op checks itself.
 void check_supported_device(const char* op, const Tensor& t);
+// True for a tensor that is not on the CPU: the op calls its device's kernels
+// (device_ops(), ops/device_ops.h) in place of its CPU loops. check_float_input and
+// check_supported_device made sure this program has them.
+inline bool on_device(const Tensor& t) { return t.defined() && !t.device().is_cpu(); }
 // True for a CUDA tensor: the op takes its CUDA path.
 inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
 

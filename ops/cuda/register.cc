@@ -1,10 +1,12 @@
 // The CUDA entry of the ops' device table (ops/device_ops.h), installed by a static initializer.
 // zs_ops_cuda's INTERFACE link option --undefined=zs_ops_cuda_anchor pulls this file into every
 // program that links the library (zs_ops links it in a CUDA build), see runtime/device_kernels.h,
-// "Registration".
+// "Registration". The entries themselves live in the *_entries.cc files (device_entries.h).
 //
-// Thread-safety: the entry is immutable; each function runs on its tensors' stream (OpContext).
+// Thread-safety: the entry is immutable once built; each function runs on its tensors' stream
+// (OpContext).
 #include "ops/cuda/context.h"
+#include "ops/cuda/device_entries.h"
 #include "ops/cuda/kernels.h"
 #include "ops/device_ops.h"
 #include "runtime/device_kernels.h"
@@ -20,7 +22,15 @@ void convert(const char* op, const Tensor& src, const Tensor& dst) {
   cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), src.numel(), ctx.stream());
 }
 
-const detail::DeviceOps kCudaOps{"cuda", convert};
+detail::DeviceOps make_table() {
+  detail::DeviceOps table;
+  table.name = "cuda";
+  table.convert = convert;
+  fill_elementwise_entries(table);
+  return table;
+}
+
+const detail::DeviceOps kCudaOps = make_table();
 
 const bool kRegistered = [] {
   DeviceTables<detail::DeviceOps>::install(Device::Kind::kCUDA, &kCudaOps);
