@@ -15,5 +15,8 @@
 namespace zs::ops::cuda {
 
 void fill_elementwise_entries(detail::DeviceOps& table);
+void fill_nn_entries(detail::DeviceOps& table);  // also the shared check_tensors and copy_bytes
+void fill_linear_entries(detail::DeviceOps& table);
+void fill_attention_entries(detail::DeviceOps& table);
 
 }  // namespace zs::ops::cuda

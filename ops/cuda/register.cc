@@ -27,6 +27,9 @@ detail::DeviceOps make_table() {
   table.name = "cuda";
   table.convert = convert;
   fill_elementwise_entries(table);
+  fill_nn_entries(table);
+  fill_linear_entries(table);
+  fill_attention_entries(table);
   return table;
 }
 
