@@ -1,20 +1,19 @@
-// The backend factory (see factory.h). The one translation unit outside comm/mpi/ and comm/nccl/
-// that knows whether those backends are built (ZS_HAVE_MPI and ZS_HAVE_NCCL, set by
-// comm/CMakeLists.txt when ZS_MPI or ZS_CUDA is on).
+// The backend factory (see factory.h). The one translation unit outside comm/mpi/ that knows
+// whether the mpi backend is compiled into zs_comm (ZS_HAVE_MPI, set by comm/CMakeLists.txt with
+// ZS_MPI). The nccl backend is a library of its own that depends on zs_comm and registers itself
+// (comm/gpu_backend.h): this file asks the registry, never the build, whether it is there.
 #include "comm/factory.h"
 
 #include <utility>
 
+#include "comm/gpu_backend.h"
 #include "comm/local/local_backend.h"
+#include "runtime/device_kernels.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
 #if ZS_HAVE_MPI
 #include "comm/mpi/mpi_backend.h"
-#endif
-#if ZS_HAVE_NCCL
-#include "comm/nccl/nccl_backend.h"
-#include "runtime/cuda/check.h"
 #endif
 
 namespace zs::comm {
@@ -24,7 +23,11 @@ class MpiRuntime;  // comm/mpi/mpi_backend.h, when built
 namespace {
 
 constexpr bool kMpiBuilt = ZS_HAVE_MPI != 0;
-constexpr bool kNcclBuilt = ZS_HAVE_NCCL != 0;
+
+// The nccl backend's entry, when the program links zs_comm_nccl (a CUDA build); else nullptr.
+const GpuCommBackend* nccl_backend() {
+  return DeviceTables<GpuCommBackend>::find(Device::Kind::kCUDA);
+}
 
 constexpr const char* kMpiPackages =
     "install libopenmpi-dev and openmpi-bin (or libmpich-dev and mpich) and reconfigure with "
@@ -37,7 +40,8 @@ constexpr const char* kMpiPackages =
   ZS_THROW(InvalidArgument, "backend '", backend,
            "' is not built into this zeroshard: needs CUDA + NCCL; install the CUDA toolkit and "
            "NCCL and reconfigure with -DZS_CUDA=ON (and -DZS_NCCL_ROOT=<prefix> if NCCL is not "
-           "next to the toolkit), or use 'mpi' or 'local' with host tensors");
+           "next to the toolkit), then link the program with zs_comm_nccl (zs_train does), or use "
+           "'mpi' or 'local' with host tensors");
 }
 
 // The MPI world and its runtime. Holding `runtime` keeps MPI initialized: a caller that builds
@@ -84,13 +88,14 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
 std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
                                               std::chrono::milliseconds timeout,
                                               MemoryTracker* device_tracker) {
-#if ZS_HAVE_NCCL
+  const GpuCommBackend* nccl = nccl_backend();
+  if (nccl == nullptr) throw_not_built("nccl");
   // Before MPI starts: every rank of a GPU-less node fails here alike, with the reason (and its
   // rank as the launcher numbered it).
   RankScope launch_scope(launch.rank);
-  const int devices = zs::cuda::cuda_device_count();
-  ZS_CHECK(devices > 0, "backend 'nccl' needs a CUDA device, but this process sees none (",
-           zs::cuda::cuda_unavailable_reason(),
+  std::string why;
+  const int devices = nccl->device_count(&why);
+  ZS_CHECK(devices > 0, "backend 'nccl' needs a CUDA device, but this process sees none (", why,
            "); run it where a GPU and its driver are present (and CUDA_VISIBLE_DEVICES does not "
            "hide them), or use backend 'mpi' or 'local' with host tensors");
   if (launch.local_size > devices) {
@@ -105,7 +110,7 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
   const int device = launch.local_rank % devices;
   // The process's device from here on (not restored): every later DeviceGuard returns to it
   // rather than to device 0, which would create a context on GPU 0 in every rank's process.
-  ZS_CUDA_CHECK(cudaSetDevice(device));
+  nccl->make_current(device);
   MpiWorld mpi;  // holds MPI up until a failure below is logged (see MpiWorld)
   std::unique_ptr<Backend> bootstrap;
   if (launch.by_mpi_launcher()) {
@@ -119,36 +124,29 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
   RankScope rank_scope(rank);
   try {
     // The nccl backend owns its bootstrap: with MPI, MPI is finalized after NCCL is destroyed.
-    NcclBackendOptions options;
-    options.tracker = device_tracker;
     std::unique_ptr<Backend> backend =
-        NcclBackend::create(std::move(bootstrap), device, timeout, options);
+        nccl->create(std::move(bootstrap), device, timeout, device_tracker);
     return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
   } catch (const Error& e) {
     ZS_LOG_ERROR("cannot form the NCCL world on rank {} of {} (cuda:{}): {}", rank, size, device,
                  e.what());
     throw;
   }
-#else
-  (void)launch;
-  (void)timeout;
-  (void)device_tracker;
-  throw_not_built("nccl");
-#endif
 }
 
 }  // namespace
 
 std::vector<std::string> built_backends() {
   std::vector<std::string> names;
-  if (kNcclBuilt) names.push_back("nccl");
+  if (nccl_backend() != nullptr) names.push_back("nccl");
   if (kMpiBuilt) names.push_back("mpi");
   names.push_back("local");
   return names;
 }
 
 bool backend_built(const std::string& name) {
-  return name == "local" || (name == "mpi" && kMpiBuilt) || (name == "nccl" && kNcclBuilt);
+  return name == "local" || (name == "mpi" && kMpiBuilt) ||
+         (name == "nccl" && nccl_backend() != nullptr);
 }
 
 std::string resolve_backend(const std::string& backend, const LaunchInfo& launch) {
@@ -208,29 +206,25 @@ void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
   ZS_CHECK(size >= 1, "run_gpu_ranks: need at least 1 rank, got ", size);
   ZS_CHECK(scratch_trackers.empty() || static_cast<int>(scratch_trackers.size()) == size,
            "run_gpu_ranks: ", scratch_trackers.size(), " scratch trackers for ", size, " ranks");
-#if ZS_HAVE_NCCL
-  const int devices = zs::cuda::cuda_device_count();
+  const GpuCommBackend* nccl = nccl_backend();
+  if (nccl == nullptr) throw_not_built("nccl");
+  std::string why;
+  const int devices = nccl->device_count(&why);
   ZS_CHECK(devices >= size, size, " rank threads on GPUs need ", size,
            " visible CUDA devices (NCCL takes one GPU per rank), but this process sees ", devices,
-           devices == 0 ? " (" + zs::cuda::cuda_unavailable_reason() + ")" : std::string(),
-           "; use at most ", devices,
+           devices == 0 ? " (" + why + ")" : std::string(), "; use at most ", devices,
            " ranks, or start one process per GPU across nodes with "
            "mpirun or srun");
   LocalRunOptions options;
   options.make_communicator = [&](std::unique_ptr<Backend> local, int rank) {
     // The rank's GPU is its thread's device from here on (see make_nccl_world).
-    ZS_CUDA_CHECK(cudaSetDevice(rank));
-    NcclBackendOptions nccl;
-    nccl.tracker = scratch_trackers.empty() ? nullptr : scratch_trackers[static_cast<size_t>(rank)];
-    std::unique_ptr<Backend> backend = NcclBackend::create(std::move(local), rank, timeout, nccl);
+    nccl->make_current(rank);
+    MemoryTracker* tracker =
+        scratch_trackers.empty() ? nullptr : scratch_trackers[static_cast<size_t>(rank)];
+    std::unique_ptr<Backend> backend = nccl->create(std::move(local), rank, timeout, tracker);
     return std::make_unique<Communicator>(std::move(backend), Device::cuda(rank));
   };
   run_local_ranks(size, fn, options);
-#else
-  (void)fn;
-  (void)timeout;
-  throw_not_built("nccl");
-#endif
 }
 
 std::unique_ptr<Communicator> make_world_communicator(const std::string& backend,

@@ -12,7 +12,8 @@
 // GPU local_rank % (visible CUDA devices), so one GPU per rank on each node (or one visible GPU
 // per process, as srun --gpus-per-task gives); its Communicator takes tensors on that GPU only.
 // A backend that this build does not contain ("mpi" without -DZS_MPI=ON, "nccl" without
-// -DZS_CUDA=ON) fails by name with the packages or options that add it.
+// -DZS_CUDA=ON, or in a program that does not link zs_comm_nccl, which registers itself; zs_train
+// links it) fails by name with the packages or options that add it.
 //
 // The returned Communicator's thread logs as the world rank; set RankScope(comm->rank()) on
 // your own threads too. Thread-safe (creating two MPI worlds in one process is allowed, but

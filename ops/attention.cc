@@ -33,9 +33,11 @@
 // depend only on (T, D, C, mask), and pairs write disjoint columns, so the results are bitwise
 // independent of the thread count.
 //
-// On cuda:N: ops/cuda/nn_kernels.h's fused kernels (one warp per query row, online softmax over
-// key tiles; the backward recomputes the probabilities from the saved lse), on the stream of the
-// tensors' allocator (ops/cuda/context.h). Without valid_lengths the forward first tries cuDNN's
+// On a device (cuda:N) the same op, under the same autograd record, calls its device's kernels
+// (ops/device_ops.h; on CUDA ops/cuda/attention_entries.cc): ops/cuda/nn_kernels.h's fused
+// kernels (one warp per query row, online softmax over key tiles; the backward recomputes the
+// probabilities from the saved lse), on the stream of the tensors' allocator
+// (ops/cuda/context.h). Without valid_lengths the forward first tries cuDNN's
 // fused flash attention (ops/cuda/cudnn_attention.h: fp16/bf16, head_dim a multiple of 8 up to
 // 128, compute capability >= 8.0, cuDNN >= 8.9, not disabled by ZS_CUDNN_ATTENTION=0), which
 // writes the same out and lse (natural-log Σ exp of the visible scaled scores) in place; where it
@@ -65,15 +67,9 @@
 #include <vector>
 
 #include "ops/cpu/gemm.h"
+#include "ops/device_ops.h"
 #include "ops/math/softmax.h"
 #include "ops/op_utils.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/cudnn_attention.h"
-#include "ops/cuda/nn_kernels.h"
-#include "runtime/cuda/check.h"
-#endif
 
 namespace zs::ops {
 
@@ -263,26 +259,30 @@ void backward_pair(const AttentionDims& dims, bool causal, int64_t valid, const 
   }
 }
 
-#if ZS_HAVE_CUDA
-Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
-                      const Tensor& valid_lengths);
-#endif
+// What a forward saves for backward: qkv, the output and the lse (handles, no copies), the shape,
+// and the valid lengths — on the CPU by value, on a device as a device copy (device_lengths).
+struct Saved {
+  Tensor qkv;
+  Tensor out;
+  Tensor lse;
+  AttentionDims dims;
+  bool causal = false;
+  std::vector<int64_t> lengths;  // CPU
+  Tensor device_lengths;         // device: int32 [B], or undefined without padding
+  bool fused = false;            // device: the forward was the library's fused one
+};
 
-Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tensor& valid_lengths) {
-  const AttentionDims dims = check_attention_args(qkv, n_head);
-  detail::check_same_device("attention", {&qkv, &valid_lengths});
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(qkv)) return attention_cuda(qkv, dims, causal, valid_lengths);
-#endif
-  const std::vector<int64_t> lengths = check_valid_lengths(valid_lengths, dims);
-  const Shape out_shape{dims.batch, dims.seq, dims.channels};
-  const Shape lse_shape{dims.batch, dims.heads, dims.seq};
-  Tensor out = detail::new_output(out_shape, qkv.dtype(), qkv, "attention");
-  const bool record = needs_grad({&qkv});
-  // The lse is saved for backward when recording, otherwise it is scratch.
-  Tensor lse = record ? detail::new_output(lse_shape, DType::kF32, qkv, "attention lse")
-                      : detail::new_workspace(lse_shape, qkv, "attention lse");
+detail::AttentionShape shape_of(const Saved& saved) {
+  return {saved.dims.batch, saved.dims.seq, saved.dims.channels, saved.dims.heads, saved.causal};
+}
 
+// ---- The CPU: fp32 staging (as_f32) and the per-pair loops above.
+
+void forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Saved& saved) {
+  const AttentionDims& dims = saved.dims;
+  const bool causal = saved.causal;
+  const std::vector<int64_t>& lengths = saved.lengths;
+  const Shape& out_shape = out.shape();
   if (out.numel() > 0) {
     Tensor qkv32 = as_f32(qkv);
     Tensor out32 = qkv.dtype() == DType::kF32
@@ -302,105 +302,74 @@ Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tens
     });
     if (qkv.dtype() != DType::kF32) detail::store_f32(out, out_data);
   }
+}
 
-  if (record) {
-    // Saved: qkv, the output and the lse (handles, no copies); lengths by value.
-    record_op(
-        "attention", {&qkv}, {&out}, [qkv, out, lse, lengths, dims, causal](BackwardContext& ctx) {
-          GradSink sink = ctx.grad_input(0);
-          Tensor dout = ctx.grad_output(0);
-          if (!sink || !dout.defined()) return;
-          auto dqkv = detail::f32_grad_buffer(sink, qkv);
-          if (qkv.numel() == 0) {
-            detail::finish_grad(sink, dqkv);
-            return;
-          }
-          Tensor qkv32 = as_f32(qkv);
-          Tensor out32 = as_f32(out);
-          Tensor dout32 = as_f32(dout);
-          const int team = pair_team(dims);
-          const int64_t block_floats = dims.block_rows() * dims.seq;
-          Tensor scratch =
-              detail::new_workspace({team, 2, block_floats}, qkv, "attention backward scores");
-          const float* qkv_data = qkv32.data<float>();
-          const float* out_data = out32.data<float>();
-          const float* lse_data = lse.data<float>();
-          const float* dout_data = dout32.data<float>();
-          float* dqkv_data = dqkv.buffer.data<float>();
-          float* scratch_data = scratch.data<float>();
-          const bool accumulate = dqkv.accumulate;
-          for_each_pair(dims.pairs(), team, [&](int64_t pair, int thread) {
-            const int64_t b = pair / dims.heads, h = pair % dims.heads;
-            float* probs = scratch_data + thread * 2 * block_floats;
-            backward_pair(dims, causal, lengths[static_cast<size_t>(b)], qkv_data, out_data,
-                          lse_data, dout_data, dqkv_data, accumulate, b, h, probs,
-                          probs + block_floats);
-          });
-          detail::finish_grad(sink, dqkv);
-        });
+void backward(const Saved& saved, BackwardContext& ctx) {
+  const Tensor& qkv = saved.qkv;
+  const Tensor& out = saved.out;
+  const Tensor& lse = saved.lse;
+  const AttentionDims& dims = saved.dims;
+  const bool causal = saved.causal;
+  const std::vector<int64_t>& lengths = saved.lengths;
+  GradSink sink = ctx.grad_input(0);
+  Tensor dout = ctx.grad_output(0);
+  if (!sink || !dout.defined()) return;
+  auto dqkv = detail::f32_grad_buffer(sink, qkv);
+  if (qkv.numel() == 0) {
+    detail::finish_grad(sink, dqkv);
+    return;
   }
-  return out;
+  Tensor qkv32 = as_f32(qkv);
+  Tensor out32 = as_f32(out);
+  Tensor dout32 = as_f32(dout);
+  const int team = pair_team(dims);
+  const int64_t block_floats = dims.block_rows() * dims.seq;
+  Tensor scratch = detail::new_workspace({team, 2, block_floats}, qkv, "attention backward scores");
+  const float* qkv_data = qkv32.data<float>();
+  const float* out_data = out32.data<float>();
+  const float* lse_data = lse.data<float>();
+  const float* dout_data = dout32.data<float>();
+  float* dqkv_data = dqkv.buffer.data<float>();
+  float* scratch_data = scratch.data<float>();
+  const bool accumulate = dqkv.accumulate;
+  for_each_pair(dims.pairs(), team, [&](int64_t pair, int thread) {
+    const int64_t b = pair / dims.heads, h = pair % dims.heads;
+    float* probs = scratch_data + thread * 2 * block_floats;
+    backward_pair(dims, causal, lengths[static_cast<size_t>(b)], qkv_data, out_data, lse_data,
+                  dout_data, dqkv_data, accumulate, b, h, probs, probs + block_floats);
+  });
+  detail::finish_grad(sink, dqkv);
 }
 
-#if ZS_HAVE_CUDA
-// cuDNN's workspace callback: a workspace tensor of at least `bytes` on `like`'s allocator, held by
-// `holder` (stream-ordered: freed when `holder` dies, after the work enqueued with it).
-cuda::CudnnWorkspaceFn cudnn_workspace_into(Tensor& holder, const Tensor& like, const char* what) {
-  return [&holder, &like, what](size_t bytes) {
-    const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
-    holder = detail::new_workspace({floats}, like, what);
-    return holder.raw_device_data();
-  };
-}
+// ---- On a device (ops/device_ops.h).
 
-Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
-                      const Tensor& valid_lengths) {
-  cuda::OpContext ctx("attention", {&qkv, &valid_lengths});
-  if (valid_lengths.defined()) check_lengths_tensor(valid_lengths, dims);
-  const Shape out_shape{dims.batch, dims.seq, dims.channels};
-  const Shape lse_shape{dims.batch, dims.heads, dims.seq};
-  Tensor out = detail::new_output(out_shape, qkv.dtype(), qkv, "attention");
-  const bool record = needs_grad({&qkv});
-  Tensor lse = record ? detail::new_output(lse_shape, DType::kF32, qkv, "attention lse")
-                      : detail::new_workspace(lse_shape, qkv, "attention lse");
+// The forward: the library's fused forward without padding where it applies, else the plain
+// kernel, which checks the lengths (flag read back once). Fills saved.device_lengths and .fused.
+void forward_on_device(const Tensor& qkv, const Tensor& valid_lengths, const Tensor& out,
+                       const Tensor& lse, bool record, Saved& saved) {
+  const detail::DeviceOps& device = detail::device_ops(qkv, "attention");
+  const AttentionDims& dims = saved.dims;
+  const detail::AttentionShape shape = shape_of(saved);
   // The lengths backward uses: a copy of the caller's (the CPU saves them by value). Copied
   // before the forward on the same stream, so both kernels read the same values.
   Tensor lengths;
   if (valid_lengths.defined() && record) {
     lengths = detail::new_output({dims.batch}, DType::kI32, qkv, "attention valid lengths");
-    if (dims.batch > 0) {
-      ZS_CUDA_CHECK(cudaMemcpyAsync(lengths.raw_device_data(), valid_lengths.raw_device_data(),
-                                    valid_lengths.nbytes(), cudaMemcpyDeviceToDevice,
-                                    ctx.stream()));
-    }
+    if (dims.batch > 0) device.copy_bytes("attention", valid_lengths, lengths);
   } else if (valid_lengths.defined()) {
     lengths = valid_lengths;
   }
-  // The launcher checks the lengths only when it has rows to compute (seq > 0; channels > 0
+  // The kernel checks the lengths only when it has rows to compute (seq > 0; channels > 0
   // here), so flag only then; an empty sequence dimension is checked on the host below.
   const bool kernel_checks = lengths.defined() && dims.batch > 0 && dims.seq > 0;
   Tensor flag;
   if (kernel_checks) flag = detail::new_index_flag(qkv, dims.batch, "attention bad length flag");
-  // Without padding, cuDNN's fused forward where it can (fp16/bf16, supported head_dim and GPU;
-  // ops/cuda/cudnn_attention.h); it writes the same out and lse, so the plain backward below
-  // works from either. Its workspace, if any, is a stream-ordered workspace tensor: freed when
-  // `cudnn_workspace` dies, after the enqueued forward.
-  Tensor cudnn_workspace;
-  const cuda::CudnnWorkspaceFn workspace =
-      cudnn_workspace_into(cudnn_workspace, qkv, "attention cudnn workspace");
-  const bool fused =
-      !valid_lengths.defined() && qkv.numel() > 0 &&
-      cuda::cudnn_attention_forward(
-          cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
-          qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), dims.batch,
-          dims.seq, dims.channels, dims.heads, causal, qkv.dtype(), workspace);
-  if (!fused) {
-    cuda::attention_forward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
-                            dims.batch, dims.seq, dims.channels, dims.heads, causal,
-                            lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
-                            kernel_checks ? flag.device_data<int32_t>() : nullptr, qkv.dtype(),
-                            ctx.stream());
-  }
+  // Without padding, the fused forward where it can (on CUDA cuDNN's: fp16/bf16, supported
+  // head_dim and GPU; ops/cuda/cudnn_attention.h); it writes the same out and lse, so the plain
+  // backward works from either.
+  const bool fused = !valid_lengths.defined() && qkv.numel() > 0 &&
+                     device.attention_forward_fused(qkv, out, lse, shape);
+  if (!fused) device.attention_forward(qkv, out, lse, shape, lengths, flag);
   if (kernel_checks) {
     const int64_t bad = detail::read_int32(flag)[0];  // the op's one host sync
     if (bad < dims.batch) {
@@ -413,59 +382,83 @@ Tensor attention_cuda(const Tensor& qkv, const AttentionDims& dims, bool causal,
     const std::vector<int32_t> values = detail::read_int32(valid_lengths);
     for (int64_t b = 0; b < dims.batch; ++b) check_length(dims, b, values[static_cast<size_t>(b)]);
   }
+  saved.device_lengths = lengths;
+  saved.fused = fused;
+}
+
+// The backward: the library's fused backward where the forward was fused (only then does it try)
+// and the sink has qkv's dtype; otherwise the plain kernel, into the sink directly when it has
+// qkv's dtype or fp32, else through a fp32 staging buffer.
+void backward_on_device(const Saved& saved, BackwardContext& ctx) {
+  GradSink sink = ctx.grad_input(0);
+  Tensor dout = ctx.grad_output(0);
+  if (!sink || !dout.defined()) return;
+  const Tensor& qkv = saved.qkv;
+  const detail::DeviceOps& device = detail::device_ops(qkv, "attention");
+  device.check_tensors("attention",
+                       {&qkv, &saved.out, &saved.lse, &saved.device_lengths, &dout, &sink.buffer});
+  ZS_CHECK(dout.dtype() == qkv.dtype(), "attention: output gradient ", dout.describe(),
+           " does not have qkv's dtype ", dtype_name(qkv.dtype()));
+  const detail::AttentionShape shape = shape_of(saved);
+  const DType sink_dtype = sink.buffer.dtype();
+  if (saved.fused && sink_dtype == qkv.dtype() &&
+      device.attention_backward_fused(qkv, saved.out, saved.lse, dout, sink.buffer, shape,
+                                      sink.accumulate)) {
+    return;
+  }
+  // The plain kernel writes qkv's dtype or fp32; any other sink dtype goes through fp32.
+  const bool direct = sink_dtype == qkv.dtype() || sink_dtype == DType::kF32;
+  detail::F32GradBuffer staged;
+  if (!direct) staged = detail::f32_grad_buffer(sink, qkv);
+  const Tensor& dqkv = direct ? sink.buffer : staged.buffer;
+  const bool accumulate = direct ? sink.accumulate : staged.accumulate;
+  Tensor delta;
+  if (qkv.numel() > 0) {
+    const AttentionDims& dims = saved.dims;
+    delta = detail::new_workspace({dims.batch * dims.heads * dims.seq}, qkv,
+                                  "attention backward delta");
+  }
+  device.attention_backward(qkv, saved.out, saved.lse, dout, delta, dqkv, shape,
+                            saved.device_lengths, accumulate);
+  if (!direct) detail::finish_grad(sink, staged);
+}
+
+Tensor attention_impl(const Tensor& qkv, int64_t n_head, bool causal, const Tensor& valid_lengths) {
+  Saved saved;
+  saved.dims = check_attention_args(qkv, n_head);
+  saved.causal = causal;
+  const AttentionDims& dims = saved.dims;
+  detail::check_same_device("attention", {&qkv, &valid_lengths});
+  const bool on_device = detail::on_device(qkv);
+  if (on_device) {
+    // Refused before any fill or download, for what the kernels need.
+    detail::device_ops(qkv, "attention").check_tensors("attention", {&qkv, &valid_lengths});
+    if (valid_lengths.defined()) check_lengths_tensor(valid_lengths, dims);
+  } else {
+    saved.lengths = check_valid_lengths(valid_lengths, dims);
+  }
+  const Shape out_shape{dims.batch, dims.seq, dims.channels};
+  const Shape lse_shape{dims.batch, dims.heads, dims.seq};
+  Tensor out = detail::new_output(out_shape, qkv.dtype(), qkv, "attention");
+  const bool record = needs_grad({&qkv});
+  // The lse is saved for backward when recording, otherwise it is scratch.
+  Tensor lse = record ? detail::new_output(lse_shape, DType::kF32, qkv, "attention lse")
+                      : detail::new_workspace(lse_shape, qkv, "attention lse");
+  if (on_device) {
+    forward_on_device(qkv, valid_lengths, out, lse, record, saved);
+  } else {
+    forward(qkv, out, lse, saved);
+  }
 
   if (record) {
-    // Saved: qkv, the output and the lse (handles), the lengths copy, and `fused` (whether the
-    // forward was cuDNN's: only then does the backward try cuDNN's).
-    record_op(
-        "attention", {&qkv}, {&out},
-        [qkv, out, lse, lengths, dims, causal, fused](BackwardContext& bctx) {
-          GradSink sink = bctx.grad_input(0);
-          Tensor dout = bctx.grad_output(0);
-          if (!sink || !dout.defined()) return;
-          cuda::OpContext ctx("attention", {&qkv, &out, &lse, &lengths, &dout, &sink.buffer});
-          ZS_CHECK(dout.dtype() == qkv.dtype(), "attention: output gradient ", dout.describe(),
-                   " does not have qkv's dtype ", dtype_name(qkv.dtype()));
-          const DType sink_dtype = sink.buffer.dtype();
-          if (fused && sink_dtype == qkv.dtype()) {
-            // cuDNN's fused backward into the sink (added to it when it accumulates). Its
-            // workspace (plan, fp32 dQ accumulator, dot rows, staging copy) is a stream-ordered
-            // workspace tensor: freed when `cudnn_workspace` dies, after the enqueued work.
-            Tensor cudnn_workspace;
-            const cuda::CudnnWorkspaceFn workspace =
-                cudnn_workspace_into(cudnn_workspace, qkv, "attention backward cudnn workspace");
-            if (cuda::cudnn_attention_backward(
-                    cuda::thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
-                    qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
-                    dout.raw_device_data(), sink.buffer.raw_device_data(), dims.batch, dims.seq,
-                    dims.channels, dims.heads, causal, qkv.dtype(), sink.accumulate, workspace)) {
-              return;
-            }
-          }
-          // The plain kernel writes qkv's dtype or fp32; any other sink dtype goes through fp32.
-          const bool direct = sink_dtype == qkv.dtype() || sink_dtype == DType::kF32;
-          detail::F32GradBuffer staged;
-          if (!direct) staged = detail::f32_grad_buffer(sink, qkv);
-          void* dqkv = direct ? sink.buffer.raw_device_data() : staged.buffer.raw_device_data();
-          const DType dqkv_dtype = direct ? sink_dtype : DType::kF32;
-          const bool accumulate = direct ? sink.accumulate : staged.accumulate;
-          Tensor delta;
-          if (qkv.numel() > 0) {
-            delta = detail::new_workspace({dims.batch * dims.heads * dims.seq}, qkv,
-                                          "attention backward delta");
-          }
-          cuda::attention_backward(qkv.raw_device_data(), out.raw_device_data(),
-                                   lse.device_data<float>(), dout.raw_device_data(),
-                                   delta.defined() ? delta.device_data<float>() : nullptr, dqkv,
-                                   dims.batch, dims.seq, dims.channels, dims.heads, causal,
-                                   lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
-                                   qkv.dtype(), dqkv_dtype, accumulate, ctx.stream());
-          if (!direct) detail::finish_grad(sink, staged);
-        });
+    saved.qkv = qkv;
+    saved.out = out;
+    saved.lse = lse;
+    const auto run = on_device ? &backward_on_device : &backward;
+    record_op("attention", {&qkv}, {&out}, [saved, run](BackwardContext& ctx) { run(saved, ctx); });
   }
   return out;
 }
-#endif
 
 }  // namespace
 

@@ -5,8 +5,9 @@
 // so the loss is the same for any thread count. Backward: one row per iteration, written into the
 // sink in its own dtype.
 //
-// On cuda:N: ops/cuda/nn_kernels.h's launchers around the same row math, on the stream of the
-// tensors' allocator (ops/cuda/context.h), saving the same tensors in the same categories. The
+// On a device (cuda:N): its kernels around the same row math (ops/device_ops.h; on CUDA
+// ops/cuda/nn_kernels.h), on the stream of the tensors' allocator, saving the same tensors in the
+// same categories under the same autograd record. The
 // targets cannot be checked on the host without a copy, so the forward kernel checks them: it
 // flags the first out-of-range row, and the op reads that flag back once (one 16-byte download on
 // the op's stream, a host sync: the host waits for the forward) and throws the CPU's message
@@ -18,14 +19,10 @@
 
 #include <vector>
 
+#include "ops/device_ops.h"
 #include "ops/math/cross_entropy.h"
 #include "ops/op_utils.h"
 #include "runtime/half.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/nn_kernels.h"
-#endif
 
 namespace zs::ops {
 namespace {
@@ -55,8 +52,8 @@ struct Saved {
   Tensor targets;
   Tensor row_max;  // fp32 [N]; 0 for ignored rows
   Tensor log_sum;  // fp32 [N], log Σ exp(logit − max); 0 for ignored rows
-  // CUDA only: int32 [4], elements 0-1 the valid count as int64 (the device-side divisor),
-  // element 2 the forward's bad-row flag (see cross_entropy_cuda).
+  // On a device only: int32 [4], elements 0-1 the valid count as int64 (the device-side divisor),
+  // element 2 the forward's bad-row flag (see forward_on_device).
   Tensor device_counts;
   int64_t rows = 0;
   int64_t vocab = 0;
@@ -130,48 +127,43 @@ void backward(const Saved& saved, BackwardContext& ctx) {
   });
 }
 
-#if ZS_HAVE_CUDA
-void backward_cuda(const Saved& saved, BackwardContext& bctx) {
-  Tensor dloss = bctx.grad_output(0);
-  GradSink sink = bctx.grad_input(0);
+// The backward on a device (ops/device_ops.h): the scale dloss / count is formed on the device
+// (count == 0: a zero gradient, never 0/0), so backward adds no host sync.
+void backward_on_device(const Saved& saved, BackwardContext& ctx) {
+  Tensor dloss = ctx.grad_output(0);
+  GradSink sink = ctx.grad_input(0);
   if (!dloss.defined() || !sink) return;
-  cuda::OpContext ctx(kOp,
-                      {&saved.logits, &saved.targets, &saved.device_counts, &dloss, &sink.buffer});
-  // The scale dloss / count is formed on the device (count == 0: a zero gradient, never 0/0).
+  const detail::DeviceOps& device = detail::device_ops(saved.logits, kOp);
+  device.check_tensors(kOp,
+                       {&saved.logits, &saved.targets, &saved.device_counts, &dloss, &sink.buffer});
   Tensor dloss32 = detail::as_f32(dloss);
-  cuda::cross_entropy_backward(saved.logits.raw_device_data(), saved.targets.device_data<int32_t>(),
-                               saved.row_max.device_data<float>(),
-                               saved.log_sum.device_data<float>(), dloss32.device_data<float>(),
-                               static_cast<const int64_t*>(saved.device_counts.raw_device_data()),
-                               saved.rows, saved.vocab, saved.ignore_index, saved.logits.dtype(),
-                               sink.buffer.raw_device_data(), sink.buffer.dtype(), sink.accumulate,
-                               ctx.stream());
+  device.cross_entropy_backward(saved.logits, saved.targets, saved.row_max, saved.log_sum, dloss32,
+                                saved.device_counts, saved.ignore_index, sink.buffer,
+                                sink.accumulate);
 }
 
-Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
-                          int64_t rows, int64_t vocab) {
-  cuda::OpContext ctx(kOp, {&logits, &targets});
-  const bool record = needs_grad({&logits});
-  const RowBuffers buffers = row_buffers(logits, rows, record);
-  const Tensor& row_maxes = buffers.row_max;
-  const Tensor& log_sums = buffers.log_sum;
-  const Tensor& row_losses = buffers.row_loss;
+// The forward on a device: the kernel checks the targets and flags the first bad row, which the
+// op reads back once (with the valid count) and reports with the CPU's message.
+Tensor forward_on_device(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                         bool record, RowBuffers& buffers, Tensor& counts) {
+  const detail::DeviceOps& device = detail::device_ops(logits, kOp);
+  // Refused before the count's fill, for what the kernels need.
+  device.check_tensors(kOp, {&logits, &targets});
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  buffers = row_buffers(logits, rows, record);
   Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
   // The valid count (int64, elements 0-1: the allocation is aligned) and the bad-row flag
   // (element 2) share one tensor, so that one download reads both. Saved with the row statistics
   // when recording (backward divides by the count on the device).
-  Tensor counts = Tensor::empty({4}, DType::kI32, logits.allocator(),
-                                record ? detail::output_category() : MemoryCategory::kWorkspace,
-                                "cross_entropy valid count");
+  counts = Tensor::empty({4}, DType::kI32, logits.allocator(),
+                         record ? detail::output_category() : MemoryCategory::kWorkspace,
+                         "cross_entropy valid count");
   ZS_CHECK(rows <= detail::kNoBadIndex, kOp, ": ", rows, " rows, but at most ", detail::kNoBadIndex,
            " can be checked on the device; split the batch");
   counts.fill(static_cast<float>(detail::kNoBadIndex));
-  int32_t* first_bad_row = counts.device_data<int32_t>() + 2;
-  cuda::cross_entropy_forward(
-      logits.raw_device_data(), targets.device_data<int32_t>(), rows, vocab, ignore_index,
-      logits.dtype(), row_maxes.device_data<float>(), log_sums.device_data<float>(),
-      row_losses.device_data<float>(), loss.device_data<float>(),
-      static_cast<int64_t*>(counts.raw_device_data()), first_bad_row, ctx.stream());
+  device.cross_entropy_forward(logits, targets, ignore_index, buffers.row_max, buffers.log_sum,
+                               buffers.row_loss, loss, counts);
   if (rows > 0) {
     // The op's one host sync: the forward's flag (with the count), after the kernels ran.
     const std::vector<int32_t> read = detail::read_int32(counts);
@@ -185,16 +177,55 @@ Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& targets, int32_t i
                ", but it reads back in range: were the targets overwritten while the op ran?");
     }
   }
-
-  if (record) {
-    Saved saved = saved_rows(logits, targets, row_maxes, log_sums, ignore_index);
-    saved.device_counts = counts;
-    record_op(kOp, {&logits}, {&loss},
-              [saved](BackwardContext& bctx) { backward_cuda(saved, bctx); });
-  }
   return loss;
 }
-#endif
+
+// The CPU forward: every target checked first (the first bad row is reported), then the rows;
+// the mean over the valid rows summed in row order in double. Returns the valid count in `count`.
+Tensor forward(const Tensor& logits, const Tensor& targets, int32_t ignore_index, bool record,
+               RowBuffers& buffers, int64_t& count) {
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  const int32_t* target = targets.data<int32_t>();
+  count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t t = target[r];
+    if (t == ignore_index) continue;
+    check_target(logits, r, t, ignore_index);
+    ++count;
+  }
+
+  buffers = row_buffers(logits, rows, record);
+  float* row_max = buffers.row_max.data<float>();
+  float* log_sum = buffers.log_sum.data<float>();
+  float* row_loss = buffers.row_loss.data<float>();
+  const bool parallel = rows * vocab >= kParallelMinElements;
+  detail::visit_float_dtype(logits.dtype(), kOp, [&](auto tag) {
+    using T = decltype(tag);
+    const T* lp = logits.data<T>();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < rows; ++r) {
+      if (target[r] == ignore_index) {
+        row_max[r] = 0.0f;
+        log_sum[r] = 0.0f;
+        row_loss[r] = 0.0f;
+        continue;
+      }
+      const T* row = lp + r * vocab;
+      math::cross_entropy_row_stats(row, vocab, &row_max[r], &log_sum[r]);
+      row_loss[r] =
+          math::cross_entropy_loss(row_max[r], log_sum[r], static_cast<float>(row[target[r]]));
+    }
+  });
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) total += static_cast<double>(row_loss[r]);
+  const float loss_value =
+      count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+
+  Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
+  loss.data<float>()[0] = loss_value;
+  return loss;
+}
 
 }  // namespace
 
@@ -224,59 +255,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   ZS_CHECK(vocab >= 1, kOp, ": logits ", logits.describe(), " have no classes (V = 0)");
   ZS_CHECK(targets.dim() == 1 && targets.size(0) == rows, kOp, ": targets ", targets.describe(),
            " must be [", rows, "], one class index per row of logits ", logits.describe());
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(logits))
-    return cross_entropy_cuda(logits, targets, ignore_index, rows, vocab);
-#endif
-
-  // Validate all targets before any work, reporting the first bad row.
-  const int32_t* target = targets.data<int32_t>();
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t t = target[r];
-    if (t == ignore_index) continue;
-    check_target(logits, r, t, ignore_index);
-    ++count;
-  }
-
   const bool record = needs_grad({&logits});
-  const RowBuffers buffers = row_buffers(logits, rows, record);
-  const Tensor& row_maxes = buffers.row_max;
-  const Tensor& log_sums = buffers.log_sum;
-  const Tensor& row_losses = buffers.row_loss;
-  float* row_max = row_maxes.data<float>();
-  float* log_sum = log_sums.data<float>();
-  float* row_loss = row_losses.data<float>();
-  const bool parallel = rows * vocab >= kParallelMinElements;
-  detail::visit_float_dtype(logits.dtype(), kOp, [&](auto tag) {
-    using T = decltype(tag);
-    const T* lp = logits.data<T>();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) {
-      if (target[r] == ignore_index) {
-        row_max[r] = 0.0f;
-        log_sum[r] = 0.0f;
-        row_loss[r] = 0.0f;
-        continue;
-      }
-      const T* row = lp + r * vocab;
-      math::cross_entropy_row_stats(row, vocab, &row_max[r], &log_sum[r]);
-      row_loss[r] =
-          math::cross_entropy_loss(row_max[r], log_sum[r], static_cast<float>(row[target[r]]));
-    }
-  });
-  double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) total += static_cast<double>(row_loss[r]);
-  const float loss_value =
-      count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
-
-  Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
-  loss.data<float>()[0] = loss_value;
+  RowBuffers buffers;
+  Tensor device_counts;
+  int64_t count = 0;
+  Tensor loss =
+      detail::on_device(logits)
+          ? forward_on_device(logits, targets, ignore_index, record, buffers, device_counts)
+          : forward(logits, targets, ignore_index, record, buffers, count);
 
   if (record) {
-    Saved saved = saved_rows(logits, targets, row_maxes, log_sums, ignore_index);
+    Saved saved = saved_rows(logits, targets, buffers.row_max, buffers.log_sum, ignore_index);
     saved.count = count;
-    record_op(kOp, {&logits}, {&loss}, [saved](BackwardContext& ctx) { backward(saved, ctx); });
+    saved.device_counts = device_counts;
+    const auto run = detail::on_device(logits) ? &backward_on_device : &backward;
+    record_op(kOp, {&logits}, {&loss}, [saved, run](BackwardContext& ctx) { run(saved, ctx); });
   }
   return loss;
 }

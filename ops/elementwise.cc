@@ -16,9 +16,10 @@
 // Nothing inside an OpenMP region throws: raw pointers and dtypes are taken out of the tensors
 // (whose accessors check and may throw) before the loop starts.
 //
-// CUDA tensors take the cuda_path functions below (built with ZS_CUDA): the same formulas from
-// ops/math as kernels, the same block layout for the reductions (so sums match the CPU bit for
-// bit), on the stream of the inputs' allocator.
+// Tensors on a device (cuda:N) take the same ops with their device's kernels in place of the
+// loops (ops/device_ops.h; on CUDA ops/cuda/elementwise_entries.cc): the same formulas from
+// ops/math, the same block layout for the reductions (so sums match the CPU bit for bit). Each
+// op records its autograd node once; its backward picks the loop or the kernel by dy's device.
 #include "ops/elementwise.h"
 
 #include <algorithm>
@@ -27,36 +28,25 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/device_ops.h"
 #include "ops/math/elementwise.h"
 #include "ops/math/tanh.h"
 #include "ops/op_utils.h"
 #include "runtime/autograd.h"
 #include "runtime/half.h"
 
-#if ZS_HAVE_CUDA
-#include <initializer_list>
-
-#include "ops/cuda/context.h"
-#include "ops/cuda/kernels.h"
-#include "ops/cuda/tensor_kernels.h"
-#endif
-
 namespace zs::ops {
 namespace {
 
-// Elements per chunk: three fp32 stack buffers of 8 KB each stay in L1 and L2.
-constexpr int64_t kChunk = 2048;
+// Elements per chunk: three fp32 stack buffers of 8 KB each stay in L1 and L2. Also the block
+// of the reductions, whose layout the device reductions reproduce (math::kReduceChunk).
+constexpr int64_t kChunk = math::kReduceChunk;
 // Below this many elements a loop runs on the calling thread: forking an OpenMP team costs a
 // few microseconds, more than the whole loop.
 constexpr int64_t kParallelMinElements = int64_t{1} << 15;
 // Independent double accumulators per chunk in the reductions (lets the adds vectorize; the
 // lanes are combined in a fixed order).
-constexpr int64_t kReduceLanes = 8;
-#if ZS_HAVE_CUDA
-// The CUDA reductions reproduce this block layout (ops/cuda/tensor_kernels.h).
-static_assert(kChunk == ops::cuda::kReduceChunk && kReduceLanes == ops::cuda::kReduceLanes,
-              "the CUDA reductions must use the CPU's block layout to match it bit for bit");
-#endif
+constexpr int64_t kReduceLanes = math::kReduceLanes;
 // Columns per task in the bias gradient: each task sums all rows of its columns in row order.
 constexpr int64_t kBiasColumnBlock = 256;
 
@@ -213,11 +203,20 @@ void convert_elements(ConstElements src, Elements dst, int64_t n) {
   });
 }
 
-// Writes a gradient that equals `grad` (converted to the sink's dtype) into the sink.
+// Writes a gradient that equals `grad` (converted to the sink's dtype) into the sink. On a
+// device: converted by the table's convert, or added in fp32 by accumulate_into's hook.
 void write_converted_grad(const GradSink& sink, const Tensor& grad) {
   const int64_t n = sink.buffer.numel();
   ZS_CHECK(grad.numel() == n, "gradient ", grad.describe(), " does not match its sink ",
            sink.buffer.describe());
+  if (detail::on_device(grad)) {
+    if (sink.accumulate) {
+      accumulate_into(sink.buffer, grad);
+    } else {
+      detail::device_ops(grad, "gradient").convert("gradient", grad, sink.buffer);
+    }
+    return;
+  }
   if (sink.accumulate) {
     map_unary(const_elements(grad), mutable_elements(sink.buffer), true, n,
               [](float g) { return g; });
@@ -304,9 +303,13 @@ void check_float_dtype(const char* op, DType dtype) {
            " is not supported; expected fp32, fp16 or bf16");
 }
 
-// The scalar gradient of a reduction's [1] output, as fp32.
-float scalar_grad(const Tensor& dy, const char* op) {
+void check_scalar_grad(const Tensor& dy, const char* op) {
   ZS_CHECK(dy.numel() == 1, op, ": expected a gradient with one element, got ", dy.describe());
+}
+
+// The scalar gradient of a reduction's [1] output, as fp32 (CPU).
+float scalar_grad(const Tensor& dy, const char* op) {
+  check_scalar_grad(dy, op);
   return dy.item();
 }
 
@@ -316,290 +319,38 @@ Tensor scalar_output(double value, const Tensor& like, const char* op) {
   return y;
 }
 
-}  // namespace
-
-#if ZS_HAVE_CUDA
-// ---- The CUDA path (cuda:N tensors): the same ops, as ops/cuda/tensor_kernels.h launchers on
-// the stream of the inputs' allocator (ops/cuda/context.h). Each kernel reads one storage dtype,
-// so every tensor of a kernel call has the same dtype: the inputs are checked above, an output
-// gradient has its output's dtype, and a gradient sink its input's (Tensor::set_grad checks
-// that); check_kernel_dtypes says so by name if that ever does not hold. The gradient flow
-// (which input gets dy aliased, the order in which two sinks of one value are written) is the
-// CPU path's, line for line.
-namespace cuda_path {
-
-using ops::cuda::OpContext;
-
-void check_kernel_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) {
-  const Tensor* first = *tensors.begin();
-  for (const Tensor* t : tensors) {
-    ZS_CHECK(t->dtype() == first->dtype(), op, " on ", first->device().str(), ": ", t->describe(),
-             " and ", first->describe(),
-             " must share a dtype (the CUDA kernels read one storage type)");
-  }
-}
-
-// write_converted_grad's device form: converts (cast) or adds in fp32 (accumulate_into's hook).
-void write_converted_grad(const GradSink& sink, const Tensor& grad) {
-  ZS_CHECK(grad.numel() == sink.buffer.numel(), "gradient ", grad.describe(),
-           " does not match its sink ", sink.buffer.describe());
-  if (sink.accumulate) {
-    accumulate_into(sink.buffer, grad);
-    return;
-  }
-  OpContext ctx("gradient", {&grad, &sink.buffer});
-  ops::cuda::cast(grad.raw_device_data(), grad.dtype(), sink.buffer.raw_device_data(),
-                  sink.buffer.dtype(), grad.numel(), ctx.stream());
-}
-
-Tensor add(const Tensor& a, const Tensor& b) {
-  OpContext ctx("add", {&a, &b});
-  Tensor y = detail::new_output(a.shape(), a.dtype(), a, "add");
-  ops::cuda::add(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(),
-                 a.dtype(), ctx.stream());
-  if (needs_grad({&a, &b})) {
-    record_op("add", {&a, &b}, {&y}, [](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      if (!dy.defined()) return;
-      if (GradSink sink = bctx.grad_input(1)) write_converted_grad(sink, dy);
-      bctx.alias_or_accumulate_input_grad(0, dy);
-    });
-  }
-  return y;
-}
-
-Tensor add_bias(const Tensor& x, const Tensor& bias, int64_t rows, int64_t cols) {
-  OpContext ctx("add_bias", {&x, &bias});
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, "add_bias");
-  ops::cuda::add_bias(x.raw_device_data(), bias.raw_device_data(), y.raw_device_data(), rows, cols,
-                      x.dtype(), ctx.stream());
-  if (needs_grad({&x, &bias})) {
-    record_op("add_bias", {&x, &bias}, {&y}, [rows, cols](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      if (!dy.defined()) return;
-      if (GradSink sink = bctx.grad_input(1)) {
-        OpContext ctx("add_bias", {&dy, &sink.buffer});
-        check_kernel_dtypes("add_bias", {&dy, &sink.buffer});
-        ops::cuda::column_sums_f64(dy.raw_device_data(), sink.buffer.raw_device_data(), rows, cols,
-                                   sink.accumulate, dy.dtype(), ctx.stream());
-      }
-      bctx.alias_or_accumulate_input_grad(0, dy);
-    });
-  }
-  return y;
-}
-
-Tensor scale(const Tensor& x, float alpha) {
-  OpContext ctx("scale", {&x});
-  const int64_t n = x.numel();
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, "scale");
-  ops::cuda::scale(x.raw_device_data(), y.raw_device_data(), alpha, false, n, x.dtype(),
-                   ctx.stream());
-  if (needs_grad({&x})) {
-    record_op("scale", {&x}, {&y}, [n, alpha](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      GradSink sink = bctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      OpContext ctx("scale", {&dy, &sink.buffer});
-      check_kernel_dtypes("scale", {&dy, &sink.buffer});
-      ops::cuda::scale(dy.raw_device_data(), sink.buffer.raw_device_data(), alpha, sink.accumulate,
-                       n, dy.dtype(), ctx.stream());
-    });
-  }
-  return y;
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  OpContext ctx("mul", {&a, &b});
-  const int64_t n = a.numel();
-  Tensor y = detail::new_output(a.shape(), a.dtype(), a, "mul");
-  ops::cuda::mul(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), n, a.dtype(),
-                 ctx.stream());
-  if (needs_grad({&a, &b})) {
-    record_op("mul", {&a, &b}, {&y}, [a, b, n](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      if (!dy.defined()) return;
-      OpContext ctx("mul", {&dy, &a, &b});
-      // One input at a time, in stream order: for mul(x, x) the second adds to the first.
-      if (GradSink sink = bctx.grad_input(0)) {
-        ctx.check(sink.buffer);
-        check_kernel_dtypes("mul", {&b, &dy, &sink.buffer});
-        ops::cuda::mul_backward(b.raw_device_data(), dy.raw_device_data(),
-                                sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
-                                ctx.stream());
-      }
-      if (GradSink sink = bctx.grad_input(1)) {
-        ctx.check(sink.buffer);
-        check_kernel_dtypes("mul", {&a, &dy, &sink.buffer});
-        ops::cuda::mul_backward(a.raw_device_data(), dy.raw_device_data(),
-                                sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
-                                ctx.stream());
-      }
-    });
-  }
-  return y;
-}
-
-Tensor tanh(const Tensor& x) {
-  OpContext ctx("tanh", {&x});
-  const int64_t n = x.numel();
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, "tanh");
-  ops::cuda::tanh_forward(x.raw_device_data(), y.raw_device_data(), n, x.dtype(), ctx.stream());
-  if (needs_grad({&x})) {
-    record_op("tanh", {&x}, {&y}, [y, n](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      GradSink sink = bctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      OpContext ctx("tanh", {&y, &dy, &sink.buffer});
-      check_kernel_dtypes("tanh", {&y, &dy, &sink.buffer});
-      ops::cuda::tanh_backward(y.raw_device_data(), dy.raw_device_data(),
-                               sink.buffer.raw_device_data(), sink.accumulate, n, dy.dtype(),
-                               ctx.stream());
-    });
-  }
-  return y;
-}
-
-Tensor dropout(const Tensor& x, float p, const RngKey& key) {
-  OpContext ctx("dropout", {&x});
-  const int64_t n = x.numel();
-  const float keep_prob = math::dropout_keep_prob(p);
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, "dropout");
-  ops::cuda::dropout(x.raw_device_data(), y.raw_device_data(), false, n, key, keep_prob,
-                     math::dropout_scale(keep_prob), x.dtype(), ctx.stream());
-  if (needs_grad({&x})) {
-    record_op("dropout", {&x}, {&y}, [key, p, n](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      GradSink sink = bctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      OpContext ctx("dropout", {&dy, &sink.buffer});
-      check_kernel_dtypes("dropout", {&dy, &sink.buffer});
-      const float keep = math::dropout_keep_prob(p);
-      ops::cuda::dropout(dy.raw_device_data(), sink.buffer.raw_device_data(), sink.accumulate, n,
-                         key, keep, math::dropout_scale(keep), dy.dtype(), ctx.stream());
-    });
-  }
-  return y;
-}
-
-Tensor cast(const Tensor& x, DType dtype) {
-  OpContext ctx("cast", {&x});
-  Tensor y = detail::new_output(x.shape(), dtype, x, "cast");
-  ops::cuda::cast(x.raw_device_data(), x.dtype(), y.raw_device_data(), dtype, x.numel(),
-                  ctx.stream());
-  if (needs_grad({&x})) {
-    record_op("cast", {&x}, {&y}, [](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      GradSink sink = bctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      write_converted_grad(sink, dy);  // the sink has x's dtype
-    });
-  }
-  return y;
-}
-
-// A reduction's fp32 [1] output: the CPU's blocked double sum, divided by `divisor`, on device.
-Tensor reduce(const Tensor& x, ops::cuda::ReduceTerm term, double divisor, const char* op) {
-  OpContext ctx(op, {&x});
+// A reduction's fp32 [1] output on x's device: the CPU's blocked double sum, / divisor.
+Tensor device_sum(const Tensor& x, detail::SumTerm term, double divisor, const char* op) {
   Tensor y = detail::new_output({1}, DType::kF32, x, op);
-  // Doubles in a fp32 workspace (2 floats each); the allocation is 256-byte aligned.
-  const int64_t doubles = ops::cuda::reduce_workspace_doubles(x.numel());
-  Tensor chunk_sums = detail::new_workspace({2 * doubles}, x, "reduction chunk sums");
-  ops::cuda::reduce_sum(x.raw_device_data(), x.numel(), x.dtype(), term, divisor,
-                        static_cast<double*>(chunk_sums.raw_device_data()), y.device_data<float>(),
-                        ctx.stream());
+  detail::device_ops(x, op).reduce_sum(op, x, term, divisor, y);
   return y;
 }
 
-// The backward of sum and mean: dx (+)= float(double(dy) / divisor), read on the device.
-void record_fill_backward(const char* op, const Tensor& x, const Tensor& y, double divisor) {
-  record_op(op, {&x}, {&y}, [op, divisor](BackwardContext& bctx) {
-    Tensor dy = bctx.grad_output(0);
-    GradSink sink = bctx.grad_input(0);
-    if (!dy.defined() || !sink) return;
-    ZS_CHECK(dy.numel() == 1, op, ": expected a gradient with one element, got ", dy.describe());
-    OpContext ctx(op, {&dy, &sink.buffer});
-    Tensor dy32 = detail::as_f32(dy);
-    ops::cuda::fill_from_scalar(sink.buffer.raw_device_data(), dy32.device_data<float>(), divisor,
-                                sink.accumulate, sink.buffer.numel(), sink.buffer.dtype(),
-                                ctx.stream());
-  });
+// The device backward of sum and mean: sink (+)= float(double(dy) / divisor), dy read on the
+// device (no host round trip).
+void device_fill_from_scalar(const char* op, const Tensor& dy, const GradSink& sink,
+                             double divisor) {
+  check_scalar_grad(dy, op);
+  Tensor dy32 = detail::as_f32(dy);
+  detail::device_ops(dy, op).fill_from_scalar(op, dy32, divisor, sink.buffer, sink.accumulate);
 }
 
-Tensor sum_of_squares(const Tensor& x) {
-  Tensor y = reduce(x, ops::cuda::ReduceTerm::kSumOfSquares, 1.0, "sum_of_squares");
-  if (needs_grad({&x})) {
-    record_op("sum_of_squares", {&x}, {&y}, [x](BackwardContext& bctx) {
-      Tensor dy = bctx.grad_output(0);
-      GradSink sink = bctx.grad_input(0);
-      if (!dy.defined() || !sink) return;
-      ZS_CHECK(dy.numel() == 1, "sum_of_squares: expected a gradient with one element, got ",
-               dy.describe());
-      OpContext ctx("sum_of_squares", {&x, &dy, &sink.buffer});
-      check_kernel_dtypes("sum_of_squares", {&x, &sink.buffer});
-      Tensor dy32 = detail::as_f32(dy);
-      ops::cuda::sum_of_squares_backward(x.raw_device_data(), dy32.device_data<float>(),
-                                         sink.buffer.raw_device_data(), sink.accumulate, x.numel(),
-                                         x.dtype(), ctx.stream());
-    });
-  }
-  return y;
-}
-
-Tensor sum(const Tensor& x) {
-  Tensor y = reduce(x, ops::cuda::ReduceTerm::kSum, 1.0, "sum");
-  if (needs_grad({&x})) record_fill_backward("sum", x, y, 1.0);
-  return y;
-}
-
-Tensor mean(const Tensor& x) {
-  const double n = static_cast<double>(x.numel());
-  Tensor y = reduce(x, ops::cuda::ReduceTerm::kSum, n, "mean");
-  if (needs_grad({&x})) record_fill_backward("mean", x, y, n);
-  return y;
-}
-
-void scale_(const Tensor& x, float alpha) {
-  OpContext ctx("scale_", {&x});
-  ops::cuda::scale_inplace(x.raw_device_data(), alpha, x.numel(), x.dtype(), ctx.stream());
-}
-
-bool all_finite(const Tensor& x) {
-  OpContext ctx("all_finite", {&x});
-  if (x.numel() == 0) return true;
-  Tensor flag =
-      Tensor::empty({1}, DType::kI32, x.allocator(), MemoryCategory::kWorkspace, "all_finite flag");
-  return ops::cuda::all_finite(x.raw_device_data(), x.numel(), x.dtype(),
-                               flag.device_data<int32_t>(), ctx.stream());
-}
-
-void fill_(const Tensor& x, float value) {
-  OpContext ctx("fill_", {&x});
-  ops::cuda::fill(x.raw_device_data(), value, false, x.numel(), x.dtype(), ctx.stream());
-}
-
-void copy_(const Tensor& dst, const Tensor& src) {
-  OpContext ctx("copy_", {&dst, &src});
-  ops::cuda::cast(src.raw_device_data(), src.dtype(), dst.raw_device_data(), dst.dtype(),
-                  dst.numel(), ctx.stream());
-}
-
-}  // namespace cuda_path
-#endif
+}  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
   detail::check_float_input("add", "a", a);
   detail::check_float_input("add", "b", b);
   check_same_shape("add", a, b);
   detail::check_same_dtype("add", a, b);
-#if ZS_HAVE_CUDA
   detail::check_same_device("add", {&a, &b});
-  if (detail::on_cuda(a)) return cuda_path::add(a, b);
-#endif
   const int64_t n = a.numel();
   Tensor y = detail::new_output(a.shape(), a.dtype(), a, "add");
-  map_binary(const_elements(a), const_elements(b), mutable_elements(y), false, n,
-             [](float av, float bv) { return math::add(av, bv); });
+  if (detail::on_device(a)) {
+    detail::device_ops(a, "add").add(a, b, y);
+  } else {
+    map_binary(const_elements(a), const_elements(b), mutable_elements(y), false, n,
+               [](float av, float bv) { return math::add(av, bv); });
+  }
   if (needs_grad({&a, &b})) {
     record_op("add", {&a, &b}, {&y}, [](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
@@ -624,30 +375,30 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
   const int64_t n = x.numel();
   const int64_t rows = cols > 0 ? n / cols : 0;
   detail::check_same_device("add_bias", {&x, &bias});
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::add_bias(x, bias, rows, cols);
-#endif
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "add_bias");
-
-  Tensor bias32 = detail::as_f32(bias);
-  const float* bias_values = bias32.data<float>();
-  const ConstElements xe = const_elements(x);
-  const Elements ye = mutable_elements(y);
-  for_each_chunk(n, [&](int64_t begin, int64_t count) {
-    alignas(64) float x_scratch[kChunk];
-    alignas(64) float out_scratch[kChunk];
-    const float* xv = load_chunk(xe, begin, count, x_scratch);
-    float* ov = out_chunk(ye, false, begin, out_scratch);
-    // Walk the chunk as row segments so the inner loop is a plain vectorizable add.
-    int64_t col = begin % cols;
-    for (int64_t i = 0; i < count;) {
-      const int64_t len = std::min(cols - col, count - i);
-      for (int64_t j = 0; j < len; ++j) ov[i + j] = math::add(xv[i + j], bias_values[col + j]);
-      i += len;
-      col = 0;
-    }
-    commit_chunk(ye, false, begin, count, ov, nullptr);
-  });
+  if (detail::on_device(x)) {
+    detail::device_ops(x, "add_bias").add_bias(x, bias, y, rows, cols);
+  } else {
+    Tensor bias32 = detail::as_f32(bias);
+    const float* bias_values = bias32.data<float>();
+    const ConstElements xe = const_elements(x);
+    const Elements ye = mutable_elements(y);
+    for_each_chunk(n, [&](int64_t begin, int64_t count) {
+      alignas(64) float x_scratch[kChunk];
+      alignas(64) float out_scratch[kChunk];
+      const float* xv = load_chunk(xe, begin, count, x_scratch);
+      float* ov = out_chunk(ye, false, begin, out_scratch);
+      // Walk the chunk as row segments so the inner loop is a plain vectorizable add.
+      int64_t col = begin % cols;
+      for (int64_t i = 0; i < count;) {
+        const int64_t len = std::min(cols - col, count - i);
+        for (int64_t j = 0; j < len; ++j) ov[i + j] = math::add(xv[i + j], bias_values[col + j]);
+        i += len;
+        col = 0;
+      }
+      commit_chunk(ye, false, begin, count, ov, nullptr);
+    });
+  }
 
   if (needs_grad({&x, &bias})) {
     record_op("add_bias", {&x, &bias}, {&y}, [rows, cols](BackwardContext& ctx) {
@@ -655,7 +406,13 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
       if (!dy.defined()) return;
       // The bias gradient reads dy before dy may become x's gradient (aliased, last).
       if (GradSink sink = ctx.grad_input(1)) {
-        column_sums(const_elements(dy), rows, cols, mutable_elements(sink.buffer), sink.accumulate);
+        if (detail::on_device(dy)) {
+          detail::device_ops(dy, "add_bias")
+              .bias_column_sums(dy, sink.buffer, rows, cols, sink.accumulate);
+        } else {
+          column_sums(const_elements(dy), rows, cols, mutable_elements(sink.buffer),
+                      sink.accumulate);
+        }
       }
       ctx.alias_or_accumulate_input_grad(0, dy);
     });
@@ -666,18 +423,23 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
 Tensor scale(const Tensor& x, float alpha) {
   detail::check_float_input("scale", "x", x);
   ZS_CHECK(std::isfinite(alpha), "scale: alpha must be finite, got ", alpha);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::scale(x, alpha);
-#endif
   const int64_t n = x.numel();
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "scale");
   const auto kernel = [alpha](float v) { return math::scale(v, alpha); };
-  map_unary(const_elements(x), mutable_elements(y), false, n, kernel);
+  if (detail::on_device(x)) {
+    detail::device_ops(x, "scale").scale(x, y, alpha, false);
+  } else {
+    map_unary(const_elements(x), mutable_elements(y), false, n, kernel);
+  }
   if (needs_grad({&x})) {
-    record_op("scale", {&x}, {&y}, [n, kernel](BackwardContext& ctx) {
+    record_op("scale", {&x}, {&y}, [n, alpha, kernel](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      if (detail::on_device(dy)) {
+        detail::device_ops(dy, "scale").scale(dy, sink.buffer, alpha, sink.accumulate);
+        return;
+      }
       map_unary(const_elements(dy), mutable_elements(sink.buffer), sink.accumulate, n, kernel);
     });
   }
@@ -689,29 +451,33 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   detail::check_float_input("mul", "b", b);
   check_same_shape("mul", a, b);
   detail::check_same_dtype("mul", a, b);
-#if ZS_HAVE_CUDA
   detail::check_same_device("mul", {&a, &b});
-  if (detail::on_cuda(a)) return cuda_path::mul(a, b);
-#endif
   const int64_t n = a.numel();
   Tensor y = detail::new_output(a.shape(), a.dtype(), a, "mul");
-  map_binary(const_elements(a), const_elements(b), mutable_elements(y), false, n,
-             [](float av, float bv) { return math::mul(av, bv); });
+  if (detail::on_device(a)) {
+    detail::device_ops(a, "mul").mul(a, b, y);
+  } else {
+    map_binary(const_elements(a), const_elements(b), mutable_elements(y), false, n,
+               [](float av, float bv) { return math::mul(av, bv); });
+  }
   if (needs_grad({&a, &b})) {
     record_op("mul", {&a, &b}, {&y}, [a, b, n](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       if (!dy.defined()) return;
       const auto kernel = [](float other, float g) { return math::mul_backward(other, g); };
-      // One input at a time: for mul(x, x) both sinks are x's gradient, and the second adds to
-      // what the first wrote.
-      if (GradSink sink = ctx.grad_input(0)) {
-        map_binary(const_elements(b), const_elements(dy), mutable_elements(sink.buffer),
-                   sink.accumulate, n, kernel);
-      }
-      if (GradSink sink = ctx.grad_input(1)) {
-        map_binary(const_elements(a), const_elements(dy), mutable_elements(sink.buffer),
-                   sink.accumulate, n, kernel);
-      }
+      // sink (+)= other · dy, on dy's device.
+      const auto write = [&](const Tensor& other, const GradSink& sink) {
+        if (detail::on_device(dy)) {
+          detail::device_ops(dy, "mul").mul_backward(other, dy, sink.buffer, sink.accumulate);
+        } else {
+          map_binary(const_elements(other), const_elements(dy), mutable_elements(sink.buffer),
+                     sink.accumulate, n, kernel);
+        }
+      };
+      // One input at a time (in stream order on a device): for mul(x, x) both sinks are x's
+      // gradient, and the second adds to what the first wrote.
+      if (GradSink sink = ctx.grad_input(0)) write(b, sink);
+      if (GradSink sink = ctx.grad_input(1)) write(a, sink);
     });
   }
   return y;
@@ -719,13 +485,14 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor tanh(const Tensor& x) {
   detail::check_float_input("tanh", "x", x);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::tanh(x);
-#endif
   const int64_t n = x.numel();
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "tanh");
-  map_unary(const_elements(x), mutable_elements(y), false, n,
-            [](float v) { return math::tanh_forward(v); });
+  if (detail::on_device(x)) {
+    detail::device_ops(x, "tanh").tanh_forward(x, y);
+  } else {
+    map_unary(const_elements(x), mutable_elements(y), false, n,
+              [](float v) { return math::tanh_forward(v); });
+  }
   if (needs_grad({&x})) {
     // Saves the output (a handle), not x: the derivative 1 − y² needs only y. The tape frees
     // it once the node has run.
@@ -733,6 +500,10 @@ Tensor tanh(const Tensor& x) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      if (detail::on_device(dy)) {
+        detail::device_ops(dy, "tanh").tanh_backward(y, dy, sink.buffer, sink.accumulate);
+        return;
+      }
       map_binary(const_elements(y), const_elements(dy), mutable_elements(sink.buffer),
                  sink.accumulate, n, [](float yv, float g) { return math::tanh_backward(yv, g); });
     });
@@ -745,21 +516,27 @@ Tensor dropout(const Tensor& x, float p, const RngKey& key, bool training) {
   ZS_CHECK(p >= 0.0f && p < 1.0f, "dropout: expected a drop probability p in [0, 1), got ", p,
            "; p = 1 would drop everything (skip the layer's input instead)");
   if (!training || p == 0.0f) return x;
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::dropout(x, p, key);
-#endif
   const int64_t n = x.numel();
   const float keep_prob = math::dropout_keep_prob(p);
   Tensor y = detail::new_output(x.shape(), x.dtype(), x, "dropout");
-  dropout_elements(const_elements(x), mutable_elements(y), false, n, key, keep_prob);
+  if (detail::on_device(x)) {
+    detail::device_ops(x, "dropout").dropout(x, y, false, key, keep_prob);
+  } else {
+    dropout_elements(const_elements(x), mutable_elements(y), false, n, key, keep_prob);
+  }
   if (needs_grad({&x})) {
     // Saves the key and p only: backward regenerates the mask.
     record_op("dropout", {&x}, {&y}, [key, p, n](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      const float keep = math::dropout_keep_prob(p);
+      if (detail::on_device(dy)) {
+        detail::device_ops(dy, "dropout").dropout(dy, sink.buffer, sink.accumulate, key, keep);
+        return;
+      }
       dropout_elements(const_elements(dy), mutable_elements(sink.buffer), sink.accumulate, n, key,
-                       math::dropout_keep_prob(p));
+                       keep);
     });
   }
   return y;
@@ -769,11 +546,12 @@ Tensor cast(const Tensor& x, DType dtype) {
   detail::check_float_input("cast", "x", x);
   check_float_dtype("cast", dtype);
   if (dtype == x.dtype()) return x;
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::cast(x, dtype);
-#endif
   Tensor y = detail::new_output(x.shape(), dtype, x, "cast");
-  convert_elements(const_elements(x), mutable_elements(y), x.numel());
+  if (detail::on_device(x)) {
+    detail::device_ops(x, "cast").convert("cast", x, y);
+  } else {
+    convert_elements(const_elements(x), mutable_elements(y), x.numel());
+  }
   if (needs_grad({&x})) {
     record_op("cast", {&x}, {&y}, [](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
@@ -787,17 +565,26 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 Tensor sum_of_squares(const Tensor& x) {
   detail::check_float_input("sum_of_squares", "x", x);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::sum_of_squares(x);
-#endif
-  const double total = reduce_sum(const_elements(x), x.numel(),
-                                  [](float v) { return math::sum_of_squares_term(v); });
-  Tensor y = scalar_output(total, x, "sum_of_squares");
+  Tensor y;
+  if (detail::on_device(x)) {
+    y = device_sum(x, detail::SumTerm::kSquare, 1.0, "sum_of_squares");
+  } else {
+    const double total = reduce_sum(const_elements(x), x.numel(),
+                                    [](float v) { return math::sum_of_squares_term(v); });
+    y = scalar_output(total, x, "sum_of_squares");
+  }
   if (needs_grad({&x})) {
     record_op("sum_of_squares", {&x}, {&y}, [x](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      if (detail::on_device(dy)) {
+        check_scalar_grad(dy, "sum_of_squares");
+        Tensor dy32 = detail::as_f32(dy);  // read on the device, no host round trip
+        detail::device_ops(dy, "sum_of_squares")
+            .sum_of_squares_backward(x, dy32, sink.buffer, sink.accumulate);
+        return;
+      }
       const float g = scalar_grad(dy, "sum_of_squares");
       map_unary(const_elements(x), mutable_elements(sink.buffer), sink.accumulate, x.numel(),
                 [g](float v) { return math::sum_of_squares_backward(v, g); });
@@ -808,17 +595,20 @@ Tensor sum_of_squares(const Tensor& x) {
 
 Tensor sum(const Tensor& x) {
   detail::check_float_input("sum", "x", x);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::sum(x);
-#endif
-  const double total =
-      reduce_sum(const_elements(x), x.numel(), [](float v) { return math::sum_term(v); });
-  Tensor y = scalar_output(total, x, "sum");
+  Tensor y;
+  if (detail::on_device(x)) {
+    y = device_sum(x, detail::SumTerm::kValue, 1.0, "sum");
+  } else {
+    const double total =
+        reduce_sum(const_elements(x), x.numel(), [](float v) { return math::sum_term(v); });
+    y = scalar_output(total, x, "sum");
+  }
   if (needs_grad({&x})) {
     record_op("sum", {&x}, {&y}, [](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      if (detail::on_device(dy)) return device_fill_from_scalar("sum", dy, sink, 1.0);
       fill_elements(mutable_elements(sink.buffer), sink.accumulate, sink.buffer.numel(),
                     scalar_grad(dy, "sum"));
     });
@@ -830,16 +620,22 @@ Tensor mean(const Tensor& x) {
   detail::check_float_input("mean", "x", x);
   const int64_t n = x.numel();
   ZS_CHECK(n > 0, "mean: x ", x.describe(), " is empty; the mean of no elements is undefined");
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::mean(x);
-#endif
-  const double total = reduce_sum(const_elements(x), n, [](float v) { return math::sum_term(v); });
-  Tensor y = scalar_output(total / static_cast<double>(n), x, "mean");
+  Tensor y;
+  if (detail::on_device(x)) {
+    y = device_sum(x, detail::SumTerm::kValue, static_cast<double>(n), "mean");
+  } else {
+    const double total =
+        reduce_sum(const_elements(x), n, [](float v) { return math::sum_term(v); });
+    y = scalar_output(total / static_cast<double>(n), x, "mean");
+  }
   if (needs_grad({&x})) {
     record_op("mean", {&x}, {&y}, [n](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output(0);
       GradSink sink = ctx.grad_input(0);
       if (!dy.defined() || !sink) return;
+      if (detail::on_device(dy)) {
+        return device_fill_from_scalar("mean", dy, sink, static_cast<double>(n));
+      }
       const double g = static_cast<double>(scalar_grad(dy, "mean")) / static_cast<double>(n);
       fill_elements(mutable_elements(sink.buffer), sink.accumulate, n, static_cast<float>(g));
     });
@@ -850,18 +646,14 @@ Tensor mean(const Tensor& x) {
 void scale_(const Tensor& x, float alpha) {
   detail::check_float_input("scale_", "x", x);
   ZS_CHECK(std::isfinite(alpha), "scale_: alpha must be finite, got ", alpha);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::scale_(x, alpha);
-#endif
+  if (detail::on_device(x)) return detail::device_ops(x, "scale_").scale_inplace(x, alpha);
   map_unary(const_elements(x), mutable_elements(x), false, x.numel(),
             [alpha](float v) { return math::scale(v, alpha); });
 }
 
 bool all_finite(const Tensor& x) {
   detail::check_float_input("all_finite", "x", x);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::all_finite(x);
-#endif
+  if (detail::on_device(x)) return detail::device_ops(x, "all_finite").all_finite(x);
   const int64_t n = x.numel();
   const void* data = x.raw_data();
   const DType dtype = x.dtype();
@@ -889,9 +681,7 @@ bool all_finite(const Tensor& x) {
 
 void fill_(const Tensor& x, float value) {
   detail::check_float_input("fill_", "x", x);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return cuda_path::fill_(x, value);
-#endif
+  if (detail::on_device(x)) return detail::device_ops(x, "fill_").fill(x, value);
   fill_elements(mutable_elements(x), false, x.numel(), value);
 }
 
@@ -910,9 +700,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
     ZS_CHECK(!overlap, "copy_: dst ", dst.describe(), " and src ", src.describe(),
              " overlap in storage '", dst.storage()->name(), "'; copy through a separate tensor");
   }
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(dst)) return cuda_path::copy_(dst, src);
-#endif
+  if (detail::on_device(dst)) return detail::device_ops(dst, "copy_").convert("copy_", src, dst);
   convert_elements(const_elements(src), mutable_elements(dst), dst.numel());
 }
 

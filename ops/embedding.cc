@@ -5,9 +5,10 @@
 // by one thread: no atomics, no per-thread copies of the [V, C] gradient, and the same bits for
 // any thread count.
 //
-// On cuda:N: ops/cuda/nn_kernels.h's gather and sort-based scatter-add (bitwise equal to this
-// file's loops: same grouping, same fp32 sums in position order), on the stream of the tensors'
-// allocator (ops/cuda/context.h), with the same saved ids handle and output category. The ids are
+// On a device (cuda:N): its gather and sort-based scatter-add kernels (ops/device_ops.h; on CUDA
+// ops/cuda/nn_kernels.h, bitwise equal to this file's loops: same grouping, same fp32 sums in
+// position order), on the stream of the tensors' allocator, with the same autograd record, saved
+// ids handle and output category. The ids are
 // checked by the kernels, which flag the first out-of-range position; forward and backward each
 // read that flag back once (one 4-byte download on the op's stream: a host sync, the host waits
 // for the kernels) and throw the CPU's message, naming the position and (one more 4-byte
@@ -20,13 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/device_ops.h"
 #include "ops/op_utils.h"
 #include "runtime/half.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/nn_kernels.h"
-#endif
 
 namespace zs::ops {
 namespace {
@@ -123,37 +120,34 @@ void backward(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& c
   });
 }
 
-#if ZS_HAVE_CUDA
-// Reads a launcher's bad-position flag back (the host sync) and returns the flagged flat
+// Reads a kernel's bad-position flag back (the host sync) and returns the flagged flat
 // position, or -1 when none was flagged.
 int64_t flagged_position(const Tensor& flag, int64_t positions) {
   const int64_t bad = detail::read_int32(flag)[0];
   return bad < positions ? bad : -1;
 }
 
-void backward_cuda(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& bctx) {
-  Tensor dy_any = bctx.grad_output(0);
-  GradSink sink = bctx.grad_input(0);
+// The backward on a device (ops/device_ops.h): the kernel reads dy as it is and writes the sink in
+// its own dtype (no staging), and flags the first id out of range.
+void backward_on_device(const Tensor& ids, int64_t vocab, int64_t cols, BackwardContext& ctx) {
+  Tensor dy_any = ctx.grad_output(0);
+  GradSink sink = ctx.grad_input(0);
   if (!dy_any.defined() || !sink) return;
-  cuda::OpContext ctx(kOp, {&ids, &dy_any, &sink.buffer});
+  const detail::DeviceOps& device = detail::device_ops(ids, kOp);
+  device.check_tensors(kOp, {&ids, &dy_any, &sink.buffer});
   const int64_t positions = ids.numel();
-  // Sized with the op's device current (OpContext): CUB asks the current device.
-  const size_t workspace_bytes = cuda::embedding_backward_workspace_bytes(positions, vocab);
+  const size_t workspace_bytes = device.embedding_backward_workspace_bytes(ids, vocab);
   Tensor workspace;
   if (workspace_bytes > 0) {
     const auto floats = static_cast<int64_t>((workspace_bytes + sizeof(float) - 1) / sizeof(float));
     workspace = detail::new_workspace({floats}, dy_any, "embedding backward sort workspace");
   }
-  // The launcher checks the ids only when it has rows to write (positions, vocab, cols > 0).
+  // The kernel checks the ids only when it has rows to write (positions, vocab, cols > 0).
   const bool checks_ids = positions > 0 && vocab > 0 && cols > 0;
   Tensor flag;
   if (checks_ids) flag = detail::new_index_flag(ids, positions, "embedding backward bad id flag");
-  // dout is read as it is (fp32 exactly), the sink written in its own dtype: no staging.
-  cuda::embedding_backward(
-      ids.device_data<int32_t>(), dy_any.raw_device_data(), dy_any.dtype(), positions, vocab, cols,
-      sink.buffer.raw_device_data(), sink.buffer.dtype(), sink.accumulate,
-      workspace.defined() ? workspace.raw_device_data() : nullptr, workspace_bytes,
-      checks_ids ? flag.device_data<int32_t>() : nullptr, ctx.stream());
+  device.embedding_backward(ids, dy_any, vocab, cols, sink.buffer, sink.accumulate, workspace,
+                            workspace_bytes, flag);
   if (!checks_ids) return;
   const int64_t bad = flagged_position(flag, positions);
   if (bad < 0) return;
@@ -163,21 +157,22 @@ void backward_cuda(const Tensor& ids, int64_t vocab, int64_t cols, BackwardConte
            ") but it reads back in range: the ids are being overwritten while backward runs");
 }
 
-Tensor embedding_cuda(const Tensor& table, const Tensor& ids, const Shape& out_shape) {
-  cuda::OpContext ctx(kOp, {&table, &ids});
+// The forward on a device: the kernel gathers and flags the first id out of range, read back once.
+Tensor forward_on_device(const Tensor& table, const Tensor& ids, const Shape& out_shape) {
+  const detail::DeviceOps& device = detail::device_ops(table, kOp);
+  // Refused before the flag's fill or any download, for what the kernels need.
+  device.check_tensors(kOp, {&table, &ids});
   const int64_t vocab = table.size(0);
   const int64_t cols = table.size(1);
   const int64_t positions = ids.numel();
   Tensor out = detail::new_output(out_shape, table.dtype(), table, kOp);
   if (positions > 0 && cols == 0) {
-    // Nothing to gather, so the launcher checks nothing: check the ids on the host, as the CPU.
+    // Nothing to gather, so the kernel checks nothing: check the ids on the host, as the CPU.
     const std::vector<int32_t> id = detail::read_int32(ids);
     for (int64_t p = 0; p < positions; ++p) check_id(table, ids, p, id[static_cast<size_t>(p)]);
   } else if (positions > 0) {
     Tensor flag = detail::new_index_flag(ids, positions, "embedding bad id flag");
-    cuda::embedding_forward(table.raw_device_data(), ids.device_data<int32_t>(),
-                            out.raw_device_data(), vocab, cols, positions, table.dtype(),
-                            flag.device_data<int32_t>(), ctx.stream());
+    device.embedding_forward(table, ids, out, flag);
     const int64_t bad = flagged_position(flag, positions);
     if (bad >= 0) {
       check_id(table, ids, bad, detail::read_int32_at(ids, bad));
@@ -186,32 +181,13 @@ Tensor embedding_cuda(const Tensor& table, const Tensor& ids, const Shape& out_s
                ") but it reads back in range: were the ids overwritten while the op ran?");
     }
   }
-  if (needs_grad({&table})) {
-    record_op(kOp, {&table}, {&out},
-              [ids, vocab, cols](BackwardContext& bctx) { backward_cuda(ids, vocab, cols, bctx); });
-  }
   return out;
 }
-#endif
 
-}  // namespace
-
-Tensor embedding(const Tensor& table, const Tensor& ids) {
-  detail::check_float_input(kOp, "table", table);
-  ZS_CHECK(table.dim() == 2, kOp, ": table ", table.describe(), " must be 2-D [V, C]");
-  ZS_CHECK(ids.defined(), kOp, ": argument 'ids' is undefined");
-  detail::check_supported_device(kOp, ids);
-  ZS_CHECK(ids.dtype() == DType::kI32, kOp, ": ids ", ids.describe(),
-           " must be int32 row indices into table ", table.describe());
-  detail::check_same_device(kOp, {&table, &ids});
-  const int64_t vocab = table.size(0);
+// The CPU forward: every id checked first (the first bad one is reported), then the row copies.
+Tensor forward(const Tensor& table, const Tensor& ids, const Shape& out_shape) {
   const int64_t cols = table.size(1);
   const int64_t positions = ids.numel();
-  Shape out_shape = ids.shape();
-  out_shape.push_back(cols);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(table)) return embedding_cuda(table, ids, out_shape);
-#endif
   const int32_t* id = ids.data<int32_t>();
   for (int64_t p = 0; p < positions; ++p) check_id(table, ids, p, id[p]);
 
@@ -225,10 +201,29 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
     std::memcpy(dst + static_cast<size_t>(p) * row_bytes,
                 src + static_cast<size_t>(id[p]) * row_bytes, row_bytes);
   }
+  return out;
+}
 
+}  // namespace
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  detail::check_float_input(kOp, "table", table);
+  ZS_CHECK(table.dim() == 2, kOp, ": table ", table.describe(), " must be 2-D [V, C]");
+  ZS_CHECK(ids.defined(), kOp, ": argument 'ids' is undefined");
+  detail::check_supported_device(kOp, ids);
+  ZS_CHECK(ids.dtype() == DType::kI32, kOp, ": ids ", ids.describe(),
+           " must be int32 row indices into table ", table.describe());
+  detail::check_same_device(kOp, {&table, &ids});
+  const int64_t vocab = table.size(0);
+  const int64_t cols = table.size(1);
+  Shape out_shape = ids.shape();
+  out_shape.push_back(cols);
+  Tensor out = detail::on_device(table) ? forward_on_device(table, ids, out_shape)
+                                        : forward(table, ids, out_shape);
   if (needs_grad({&table})) {
+    const auto run = detail::on_device(table) ? &backward_on_device : &backward;
     record_op(kOp, {&table}, {&out},
-              [ids, vocab, cols](BackwardContext& ctx) { backward(ids, vocab, cols, ctx); });
+              [ids, vocab, cols, run](BackwardContext& ctx) { run(ids, vocab, cols, ctx); });
   }
   return out;
 }

@@ -6,8 +6,9 @@
 // partials are then added block by block in order, column-parallel. Block boundaries do not
 // depend on the thread count, so neither do the sums.
 //
-// On cuda:N: ops/cuda/kernels.h's layernorm launchers (one warp per row; dgamma/dbeta summed over
-// rows in row order, so they agree with the CPU's block sums within rounding, not bit for bit).
+// On a device (cuda:N): its layernorm kernels (ops/device_ops.h; on CUDA one warp per row, dgamma/
+// dbeta summed over rows in row order, so they agree with the CPU's block sums within rounding,
+// not bit for bit), with the same saved state and the same autograd record.
 #include "ops/layernorm.h"
 
 #include <algorithm>
@@ -15,14 +16,10 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/device_ops.h"
 #include "ops/math/layernorm.h"
 #include "ops/op_utils.h"
 #include "runtime/half.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/kernels.h"
-#endif
 
 namespace zs::ops {
 namespace {
@@ -156,83 +153,12 @@ void backward(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink, GradS
   if (dbeta_sink) detail::write_grad(dbeta_sink, dbeta.data());
 }
 
-#if ZS_HAVE_CUDA
-// dgamma/dbeta: the kernel adds into fp32 buffers, so a fresh buffer is zeroed first.
-detail::F32GradBuffer param_grad_buffer(GradSink& sink, const Tensor& like,
-                                        const cuda::OpContext& ctx) {
-  detail::F32GradBuffer buffer;
-  if (!sink) return buffer;
-  ctx.check(sink.buffer);
-  buffer = detail::f32_grad_buffer(sink, like);
-  if (!buffer.accumulate) zero_bytes(buffer.buffer);
-  return buffer;
-}
-
-void backward_cuda(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink,
-                   GradSink& dgamma_sink, GradSink& dbeta_sink) {
-  cuda::OpContext ctx(kOp, {&saved.x, &saved.gamma, &dy_any});
-  if (dx_sink) ctx.check(dx_sink.buffer);
-  Tensor dy32 = detail::as_f32(dy_any);
-  detail::F32GradBuffer dgamma = param_grad_buffer(dgamma_sink, saved.x, ctx);
-  detail::F32GradBuffer dbeta = param_grad_buffer(dbeta_sink, saved.x, ctx);
-  cuda::layernorm_backward(
-      saved.x.raw_device_data(), dy32.device_data<float>(), saved.gamma.raw_device_data(),
-      saved.mean.device_data<float>(), saved.rstd.device_data<float>(),
-      dx_sink ? dx_sink.buffer.raw_device_data() : nullptr,
-      dgamma_sink ? dgamma.buffer.device_data<float>() : nullptr,
-      dbeta_sink ? dbeta.buffer.device_data<float>() : nullptr, saved.rows, saved.cols,
-      saved.x.dtype(), dx_sink ? dx_sink.buffer.dtype() : saved.x.dtype(), dx_sink.accumulate,
-      ctx.stream());
-  if (dgamma_sink) detail::finish_grad(dgamma_sink, dgamma);
-  if (dbeta_sink) detail::finish_grad(dbeta_sink, dbeta);
-}
-
-Tensor layernorm_cuda(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                      int64_t rows, int64_t cols) {
-  cuda::OpContext ctx(kOp, {&x, &gamma, &beta});
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
-  const bool record = needs_grad({&x, &gamma, &beta});
-  Saved saved = new_saved(x, gamma, rows, cols, record);
-  // The kernel always writes the row statistics: saved outputs when recording, else workspace.
-  if (!record) {
-    saved.mean = detail::new_workspace({rows}, x, "layernorm mean");
-    saved.rstd = detail::new_workspace({rows}, x, "layernorm rstd");
-  }
-  cuda::layernorm_forward(x.raw_device_data(), gamma.raw_device_data(), beta.raw_device_data(),
-                          y.raw_device_data(), saved.mean.device_data<float>(),
-                          saved.rstd.device_data<float>(), rows, cols, eps, x.dtype(),
-                          ctx.stream());
-  if (record) record_layernorm(x, gamma, beta, y, saved, &backward_cuda);
-  return y;
-}
-#endif
-
-}  // namespace
-
-Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  detail::check_float_input(kOp, "x", x);
-  detail::check_float_input(kOp, "gamma", gamma);
-  detail::check_float_input(kOp, "beta", beta);
-  ZS_CHECK(x.dim() >= 1 && x.size(-1) >= 1, kOp, ": x ", x.describe(),
-           " needs a last dimension of at least 1 feature to normalize over");
-  const int64_t cols = x.size(-1);
-  const int64_t rows = x.numel() / cols;
-  ZS_CHECK(gamma.dim() == 1 && gamma.size(0) == cols, kOp, ": gamma ", gamma.describe(),
-           " must be [", cols, "] to match the last dimension of x ", x.describe());
-  ZS_CHECK(beta.dim() == 1 && beta.size(0) == cols, kOp, ": beta ", beta.describe(), " must be [",
-           cols, "] to match the last dimension of x ", x.describe());
-  detail::check_same_dtype(kOp, x, gamma);
-  detail::check_same_dtype(kOp, x, beta);
-  ZS_CHECK(std::isfinite(eps) && eps >= 0.0f, kOp, ": eps must be finite and >= 0, got ", eps,
-           " (the usual value is 1e-5)");
-  detail::check_same_device(kOp, {&x, &gamma, &beta});
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return layernorm_cuda(x, gamma, beta, eps, rows, cols);
-#endif
-
-  Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
-  const bool record = needs_grad({&x, &gamma, &beta});
-  const Saved saved = new_saved(x, gamma, rows, cols, record);
+// The CPU forward: y, and the row statistics into `saved` when it holds them (recording).
+void forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
+             const Saved& saved) {
+  const int64_t rows = saved.rows;
+  const int64_t cols = saved.cols;
+  const bool record = saved.mean.defined();
   float* mean_out = record ? saved.mean.data<float>() : nullptr;
   float* rstd_out = record ? saved.rstd.data<float>() : nullptr;
   const bool parallel = x.numel() >= kParallelMinElements;
@@ -255,8 +181,71 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
       }
     }
   });
+}
 
-  if (record) record_layernorm(x, gamma, beta, y, saved, &backward);
+// dgamma/dbeta on a device: its kernel adds into fp32 buffers, so a fresh buffer is zeroed first.
+detail::F32GradBuffer param_grad_buffer(GradSink& sink, const Tensor& like) {
+  detail::F32GradBuffer buffer;
+  if (!sink) return buffer;
+  buffer = detail::f32_grad_buffer(sink, like);
+  if (!buffer.accumulate) zero_bytes(buffer.buffer);
+  return buffer;
+}
+
+// The backward on a device (ops/device_ops.h): dy staged to fp32 as on the CPU; dgamma and dbeta
+// summed by the kernel over rows in row order.
+void backward_on_device(const Saved& saved, const Tensor& dy_any, GradSink& dx_sink,
+                        GradSink& dgamma_sink, GradSink& dbeta_sink) {
+  Tensor dy32 = detail::as_f32(dy_any);
+  detail::F32GradBuffer dgamma = param_grad_buffer(dgamma_sink, saved.x);
+  detail::F32GradBuffer dbeta = param_grad_buffer(dbeta_sink, saved.x);
+  detail::device_ops(saved.x, kOp)
+      .layernorm_backward(saved.x, dy32, saved.gamma, saved.mean, saved.rstd,
+                          dx_sink ? dx_sink.buffer : Tensor(), dx_sink.accumulate,
+                          dgamma_sink ? dgamma.buffer : Tensor(),
+                          dbeta_sink ? dbeta.buffer : Tensor(), saved.rows, saved.cols);
+  if (dgamma_sink) detail::finish_grad(dgamma_sink, dgamma);
+  if (dbeta_sink) detail::finish_grad(dbeta_sink, dbeta);
+}
+
+}  // namespace
+
+Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  detail::check_float_input(kOp, "x", x);
+  detail::check_float_input(kOp, "gamma", gamma);
+  detail::check_float_input(kOp, "beta", beta);
+  ZS_CHECK(x.dim() >= 1 && x.size(-1) >= 1, kOp, ": x ", x.describe(),
+           " needs a last dimension of at least 1 feature to normalize over");
+  const int64_t cols = x.size(-1);
+  const int64_t rows = x.numel() / cols;
+  ZS_CHECK(gamma.dim() == 1 && gamma.size(0) == cols, kOp, ": gamma ", gamma.describe(),
+           " must be [", cols, "] to match the last dimension of x ", x.describe());
+  ZS_CHECK(beta.dim() == 1 && beta.size(0) == cols, kOp, ": beta ", beta.describe(), " must be [",
+           cols, "] to match the last dimension of x ", x.describe());
+  detail::check_same_dtype(kOp, x, gamma);
+  detail::check_same_dtype(kOp, x, beta);
+  ZS_CHECK(std::isfinite(eps) && eps >= 0.0f, kOp, ": eps must be finite and >= 0, got ", eps,
+           " (the usual value is 1e-5)");
+  detail::check_same_device(kOp, {&x, &gamma, &beta});
+
+  Tensor y = detail::new_output(x.shape(), x.dtype(), x, kOp);
+  const bool record = needs_grad({&x, &gamma, &beta});
+  Saved saved = new_saved(x, gamma, rows, cols, record);
+  if (detail::on_device(x)) {
+    // The kernel always writes the row statistics: saved outputs when recording, else workspace.
+    if (!record) {
+      saved.mean = detail::new_workspace({rows}, x, "layernorm mean");
+      saved.rstd = detail::new_workspace({rows}, x, "layernorm rstd");
+    }
+    detail::device_ops(x, kOp).layernorm_forward(x, gamma, beta, y, saved.mean, saved.rstd, rows,
+                                                 cols, eps);
+  } else {
+    forward(x, gamma, beta, eps, y, saved);
+  }
+  if (record) {
+    record_layernorm(x, gamma, beta, y, saved,
+                     detail::on_device(x) ? &backward_on_device : &backward);
+  }
   return y;
 }
 

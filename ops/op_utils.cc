@@ -1,15 +1,12 @@
-// Shared op helpers: checks, allocation, fp32 staging; device forms under ZS_HAVE_CUDA.
+// Shared op helpers: checks, allocation, fp32 staging; device forms through the ops' device
+// table (ops/device_ops.h).
 #include "ops/op_utils.h"
 
 #include <cstring>
 
+#include "ops/device_ops.h"
 #include "runtime/device_kernels.h"
 #include "runtime/half.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/kernels.h"
-#endif
 
 namespace zs::ops::detail {
 
@@ -31,12 +28,19 @@ void check_cpu(const char* op, const Tensor& t) {
            "; the CPU op needs CPU tensors");
 }
 
+const DeviceOps& device_ops(const Tensor& t, const char* op) {
+  const DeviceOps* ops =
+      t.device().is_cpu() ? nullptr : DeviceTables<DeviceOps>::find(t.device().kind);
+  ZS_CHECK(ops != nullptr, op, ": tensor ", t.describe(), " is on ", t.device().str(),
+           ", but this build has no ", t.device().str(),
+           " backend for the ops; rebuild zeroshard with -DZS_CUDA=ON on a machine with the CUDA "
+           "toolkit (the program then links zs_ops_cuda through zs_ops), or copy the tensor to "
+           "the CPU");
+  return *ops;
+}
+
 void check_supported_device(const char* op, const Tensor& t) {
-#if ZS_HAVE_CUDA
-  if (!t.device().is_cuda()) check_cpu(op, t);
-#else
-  check_cpu(op, t);
-#endif
+  if (!t.device().is_cpu()) (void)device_ops(t, op);
 }
 
 void check_float_input(const char* op, const char* arg, const Tensor& t) {
@@ -100,17 +104,13 @@ int32_t read_int32_at(const Tensor& t, int64_t flat_index) {
 
 Tensor as_f32(const Tensor& t) {
   if (t.dtype() == DType::kF32) return t.detach();
-#if ZS_HAVE_CUDA
-  if (on_cuda(t)) {
+  if (!t.device().is_cpu()) {
     ZS_CHECK(is_floating(t.dtype()), "as_f32: ", t.describe(), " on ", t.device().str(),
-             " must be fp16 or bf16 to convert on the GPU");
+             " must be fp16 or bf16 to convert on the device");
     Tensor out = new_workspace(t.shape(), t, "fp32 staging");
-    ops::cuda::OpContext ctx("as_f32", {&t});
-    ops::cuda::cast(t.raw_device_data(), t.dtype(), out.raw_device_data(), DType::kF32, t.numel(),
-                    ctx.stream());
+    device_ops(t, "as_f32").convert("as_f32", t, out);
     return out;
   }
-#endif
   Tensor out = new_workspace(t.shape(), t, "fp32 staging");
   const size_t n = static_cast<size_t>(t.numel());
   switch (t.dtype()) {
@@ -158,22 +158,17 @@ void store_f32(const Tensor& dst, const Tensor& values) {
            "store_f32: ", values.describe(), " must be fp32 with the ", dst.numel(),
            " elements of ", dst.describe());
   check_same_device("store_f32", {&dst, &values});
-#if ZS_HAVE_CUDA
-  if (on_cuda(dst)) {
+  if (!dst.device().is_cpu()) {
     ZS_CHECK(is_floating(dst.dtype()), "store_f32 into ", dst.describe());
-    ops::cuda::OpContext ctx("store_f32", {&dst, &values});
-    ops::cuda::cast(values.raw_device_data(), DType::kF32, dst.raw_device_data(), dst.dtype(),
-                    dst.numel(), ctx.stream());
+    device_ops(dst, "store_f32").convert("store_f32", values, dst);
     return;
   }
-#endif
   store_f32(dst, values.data<float>());
 }
 
 void write_grad(GradSink& sink, const Tensor& grad) {
   if (!sink) return;
-#if ZS_HAVE_CUDA
-  if (on_cuda(sink.buffer)) {
+  if (!sink.buffer.device().is_cpu()) {
     // Adds in fp32 and rounds once to the sink's dtype (accumulate_into's device hook), or
     // converts: the CPU path's arithmetic below, on the sink's stream.
     if (sink.accumulate) {
@@ -183,7 +178,6 @@ void write_grad(GradSink& sink, const Tensor& grad) {
     }
     return;
   }
-#endif
   write_grad(sink, grad.data<float>());
 }
 

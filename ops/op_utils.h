@@ -1,11 +1,13 @@
 // Helpers shared by the op implementations: argument checks with clear messages, output
 // allocation, and fp32 staging for fp16/bf16 tensors (compute is fp32; storage may be 16-bit).
 //
-// Devices: an op takes its CUDA path when its tensors are on cuda:N (built with ZS_CUDA; the
-// branches are `#if ZS_HAVE_CUDA` in ops/*.cc, the kernels in ops/cuda). The helpers that take
-// Tensors (new_output, new_workspace, as_f32, the Tensor forms of store_f32 and write_grad,
-// f32_grad_buffer, finish_grad) work on either device: on CUDA they run on the tensors'
-// allocator stream (ops/cuda/context.h), enqueue and return. The raw-pointer forms are CPU only.
+// Devices: an op on tensors that are not on the CPU (cuda:N, built with ZS_CUDA) calls its
+// device's kernels from the ops' device table (ops/device_ops.h) in place of its CPU loops, with
+// the same checks, outputs and autograd record; no op file has an `#if` on a backend. The helpers
+// that take Tensors (new_output, new_workspace, as_f32, the Tensor forms of store_f32 and
+// write_grad, f32_grad_buffer, finish_grad) work on either device: on a device they run on the
+// tensors' allocator stream (ops/cuda/context.h), enqueue and return. The raw-pointer forms are
+// CPU only.
 //
 // Internal to ops/ (namespace zs::ops::detail); users call the op headers.
 #pragma once
@@ -41,8 +43,10 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
 // Checks that `t` is on a device the ops support (the CPU; CUDA too in a CUDA build), naming the
 // op: for the integer arguments (targets, ids, lengths), whose dtype each op checks itself.
 void check_supported_device(const char* op, const Tensor& t);
-// True for a CUDA tensor: the op takes its CUDA path.
-inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
+// True for a tensor that is not on the CPU: the op calls its device's kernels
+// (device_ops(), ops/device_ops.h) in place of its CPU loops. check_float_input and
+// check_supported_device made sure this program has them.
+inline bool on_device(const Tensor& t) { return t.defined() && !t.device().is_cpu(); }
 
 // Data errors found on a device (ops/cuda/nn_kernels.h: a launcher records the first offending
 // row / position / sequence in a device int32 flag with atomicMin). kNoBadIndex is the flag's

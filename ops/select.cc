@@ -5,19 +5,15 @@
 //
 // Nothing inside an OpenMP region throws: raw pointers are taken out of the tensors first.
 //
-// On cuda:N the same copies and adds run as kernels (ops/cuda/tensor_kernels.h) on the stream
-// of x's allocator; the results are the same bits.
+// On a device (cuda:N) the same copies and adds run as its kernels (ops/device_ops.h), with the
+// same autograd record; the results are the same bits.
 #include "ops/select.h"
 
 #include <cstring>
 
+#include "ops/device_ops.h"
 #include "ops/op_utils.h"
 #include "runtime/autograd.h"
-
-#if ZS_HAVE_CUDA
-#include "ops/cuda/context.h"
-#include "ops/cuda/tensor_kernels.h"
-#endif
 
 namespace zs::ops {
 namespace {
@@ -48,6 +44,11 @@ void backward(const SelectDims& dims, int64_t index, BackwardContext& ctx) {
   ZS_CHECK(dy.numel() == dims.outer * dims.inner, kOp, ": gradient ", dy.describe(),
            " does not match the selected output of ", dims.outer * dims.inner, " elements");
   if (sink.buffer.numel() == 0) return;
+  if (detail::on_device(dy)) {
+    detail::check_same_dtype(kOp, dy, sink.buffer);
+    return detail::device_ops(dy, kOp).select_backward(dy, sink.buffer, dims.outer, dims.size,
+                                                       dims.inner, index, sink.accumulate);
+  }
   const bool accumulate = sink.accumulate;
   // A fresh gradient is zero outside the selected slab; all-zero bits are +0 in every dtype.
   if (!accumulate) std::memset(sink.buffer.raw_data(), 0, sink.buffer.nbytes());
@@ -71,34 +72,6 @@ void backward(const SelectDims& dims, int64_t index, BackwardContext& ctx) {
   });
 }
 
-#if ZS_HAVE_CUDA
-void backward_cuda(const SelectDims& dims, int64_t index, BackwardContext& bctx) {
-  Tensor dy = bctx.grad_output(0);
-  GradSink sink = bctx.grad_input(0);
-  if (!dy.defined() || !sink) return;
-  ZS_CHECK(dy.numel() == dims.outer * dims.inner, kOp, ": gradient ", dy.describe(),
-           " does not match the selected output of ", dims.outer * dims.inner, " elements");
-  if (sink.buffer.numel() == 0) return;
-  cuda::OpContext ctx(kOp, {&dy, &sink.buffer});
-  detail::check_same_dtype(kOp, dy, sink.buffer);
-  if (!sink.accumulate) zero_bytes(sink.buffer);  // +0 outside the selected slab
-  cuda::select_backward(dy.raw_device_data(), sink.buffer.raw_device_data(), dims.outer, dims.size,
-                        dims.inner, index, sink.accumulate, dy.dtype(), ctx.stream());
-}
-
-Tensor select_cuda(const Tensor& x, const Shape& out_shape, const SelectDims& dims, int64_t index) {
-  cuda::OpContext ctx(kOp, {&x});
-  Tensor y = detail::new_output(out_shape, x.dtype(), x, kOp);
-  cuda::select_forward(x.raw_device_data(), y.raw_device_data(), dims.outer, dims.size, dims.inner,
-                       index, dtype_size(x.dtype()), ctx.stream());
-  if (needs_grad({&x})) {
-    record_op(kOp, {&x}, {&y},
-              [dims, index](BackwardContext& bctx) { backward_cuda(dims, index, bctx); });
-  }
-  return y;
-}
-#endif
-
 }  // namespace
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -117,13 +90,12 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 
   Shape out_shape = x.shape();
   out_shape.erase(out_shape.begin() + dim);
-#if ZS_HAVE_CUDA
-  if (detail::on_cuda(x)) return select_cuda(x, out_shape, dims, index);
-#endif
   Tensor y = detail::new_output(out_shape, x.dtype(), x, kOp);
   const size_t element_size = dtype_size(x.dtype());
   const size_t run_bytes = static_cast<size_t>(dims.inner) * element_size;
-  if (y.numel() > 0) {
+  if (detail::on_device(x)) {
+    detail::device_ops(x, kOp).select_forward(x, y, dims.outer, dims.size, dims.inner, index);
+  } else if (y.numel() > 0) {
     const auto* src = static_cast<const unsigned char*>(x.raw_data());
     auto* dst = static_cast<unsigned char*>(y.raw_data());
     const bool parallel = dims.outer * dims.inner >= kParallelMinElements;

@@ -67,8 +67,8 @@ void adamw_update(const ShardView& view, const Tensor& exp_avg, const Tensor& ex
   const std::vector<Segment> segments =
       normalize_segments(view.segments, view.master.numel(), "AdamW view '" + view.name + "'");
   if (segments.empty()) return;
-  if (detail::on_cuda(view)) {
-    detail::cuda_adamw(view, segments, exp_avg, exp_avg_sq, s);
+  if (detail::on_device(view)) {
+    detail::device_adamw(view, segments, exp_avg, exp_avg_sq, s);
     return;
   }
   // Pointers are taken (and the tensors checked) before the parallel region: nothing inside it

@@ -34,8 +34,8 @@ void scale_view(const ShardView& view, float coefficient) {
   const std::vector<Segment> segments = normalize_segments(view.segments, view.master.numel(),
                                                            "scale_grads view '" + view.name + "'");
   if (segments.empty()) return;
-  if (detail::on_cuda(view)) {
-    detail::cuda_scale(view, segments, coefficient);
+  if (detail::on_device(view)) {
+    detail::device_scale(view, segments, coefficient);
     return;
   }
   float* grad = view.grad.data<float>();
@@ -53,7 +53,7 @@ double grad_sum_of_squares(const ShardView& view) {
   const std::vector<Segment> segments = normalize_segments(
       view.segments, view.master.numel(), "grad_sum_of_squares view '" + view.name + "'");
   if (segments.empty()) return 0.0;
-  if (detail::on_cuda(view)) return detail::cuda_sum_of_squares(view, segments);
+  if (detail::on_device(view)) return detail::device_sum_of_squares(view, segments);
   const float* grad = view.grad.data<float>();
   const int64_t numel = view.master.numel();
   const int64_t blocks = (numel + kNormBlock - 1) / kNormBlock;

@@ -124,7 +124,7 @@ bool unscale_and_check(const ShardView& view, float inv_scale) {
   const std::vector<Segment> segments = normalize_segments(
       view.segments, view.master.numel(), "unscale_and_check view '" + view.name + "'");
   if (segments.empty()) return false;
-  if (detail::on_cuda(view)) return detail::cuda_unscale_and_check(view, segments, inv_scale);
+  if (detail::on_device(view)) return detail::device_unscale_and_check(view, segments, inv_scale);
   float* grad = view.grad.data<float>();
   // One flag per thread of the team, ORed after the loop (an OR does not depend on the order,
   // so neither does the answer on the thread count).

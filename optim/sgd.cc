@@ -59,8 +59,8 @@ void sgd_update(const ShardView& view, const Tensor& momentum_buffer, const SgdO
       normalize_segments(view.segments, view.master.numel(), "SGD view '" + view.name + "'");
   if (segments.empty()) return;
   const ops::math::SgdStep s{lr, options.momentum, options.weight_decay};
-  if (detail::on_cuda(view)) {
-    detail::cuda_sgd(view, segments, momentum ? momentum_buffer : Tensor(), s, options.nesterov);
+  if (detail::on_device(view)) {
+    detail::device_sgd(view, segments, momentum ? momentum_buffer : Tensor(), s, options.nesterov);
     return;
   }
   float* param = view.master.data<float>();

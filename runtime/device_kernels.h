@@ -18,15 +18,58 @@
 // once the copy is complete), the others are enqueued in the device's stream order and return
 // at once. Each hook receives tensors of its own device kind.
 //
+// The same shape serves the layers above the runtime: DeviceTables<Table> is one slot per
+// Device::Kind for a table type of that layer (ops' per-op kernels, optim's device loops, train's
+// rank devices, comm's nccl backend), filled by the device's library when it is linked (see
+// "Registration" below) and looked up by the shared code, which names the device and the missing
+// backend when a slot is empty. No shared file has an `#if` on a backend: a build without CUDA
+// simply has nothing in the CUDA slots.
+//
+// Registration. This table (DeviceKernels) is installed by CudaAllocator's constructor: a CUDA
+// tensor exists only after one was constructed. The tables of the upper layers cannot be
+// installed from there (runtime/cuda is below ops/cuda), so each backend library installs its
+// tables from a static initializer in its register.cc, and its CMake target adds the linker
+// option `--undefined=<that file's anchor symbol>` to its INTERFACE link options: every program
+// that links the backend library, directly or through another target (zs_train links all of
+// them in a CUDA build), pulls register.cc out of the static archive and so runs the
+// initializer. This holds for static libraries (where an unreferenced object would otherwise be
+// dropped) without --whole-archive, whose CMake feature refuses a library that is also linked
+// without it elsewhere. The slots are constant-initialized atomics, so the order of static
+// initializers does not matter.
+//
 // Thread-safety: install_device_kernels and device_kernels may be called from any thread (one
 // atomic pointer per kind). The table entry must have static storage duration.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "runtime/device.h"
 
 namespace zs {
+
+inline constexpr int kDeviceKinds = 2;  // Device::Kind::kCPU, kCUDA
+
+// One installed table of type Table per Device::Kind (nullptr: none). The slots of each Table
+// type are one object in the whole program (a function-local static of a template: vague
+// linkage), whichever library installs or reads them.
+template <typename Table>
+class DeviceTables {
+ public:
+  // Installs (or, with nullptr, removes) the table of `kind`; `table` must have static storage.
+  static void install(Device::Kind kind, const Table* table) {
+    slot(kind).store(table, std::memory_order_release);
+  }
+  // The table of `kind`, or nullptr when no library installed one.
+  static const Table* find(Device::Kind kind) { return slot(kind).load(std::memory_order_acquire); }
+
+ private:
+  static std::atomic<const Table*>& slot(Device::Kind kind) {
+    // Zero-initialized before any dynamic initializer runs (static storage, trivial type).
+    static std::atomic<const Table*> slots[kDeviceKinds];
+    return slots[static_cast<int>(kind)];
+  }
+};
 
 class Tensor;
 

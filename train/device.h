@@ -2,9 +2,11 @@
 // its stream-ordered allocator (charged to the rank's MemoryTracker, so --memory-budget and
 // --profile-memory work per GPU) and a copy stream for the batches.
 //
-// This header includes no CUDA header: train/device.cc is compiled with ZS_HAVE_CUDA=1 in the
-// CUDA build (train/CMakeLists.txt) and is the engine's only CUDA code. In the CPU build,
-// cuda_devices() is 0 with a reason naming the missing -DZS_CUDA=ON and make_cuda_device throws.
+// This header includes no CUDA header. GPUs are reached through a registry: the CUDA build's
+// zs_train_cuda (train/cuda/rank_device.cc, the engine's only CUDA code) installs a
+// RankDeviceBackend for Device::Kind::kCUDA when a program links it (zs_train does; see
+// runtime/device_kernels.h, "Registration"). Without that entry (a CPU build) cuda_devices() is 0
+// with a reason naming the missing -DZS_CUDA=ON, and make_cuda_device throws InvalidArgument.
 //
 // Ordering: every op of the rank runs on stream() (the allocator's stream); the engine attaches
 // it to its communicator (Communicator::set_compute_stream) so collectives follow the kernels
@@ -42,9 +44,19 @@ class RankDevice {
   virtual Tensor upload(const Tensor& host, size_t slot, const std::string& name) = 0;
 };
 
+// A device kind's entry in the registry (DeviceTables<RankDeviceBackend>), installed by its
+// library. Immutable, static storage.
+struct RankDeviceBackend {
+  const char* name = "";  // "cuda"
+  // Devices of this kind the process sees; when 0 and `why` is not null, the reason.
+  int (*device_count)(std::string* why) = nullptr;
+  // Device `index` for one rank (see make_cuda_device).
+  std::unique_ptr<RankDevice> (*make)(int index, MemoryTracker* tracker) = nullptr;
+};
+
 // GPU `index` for one rank: a new compute stream, a CudaAllocator on it charged to `tracker`
-// (which must outlive the device), a copy stream and pinned staging. Throws InvalidArgument in a
-// build without CUDA.
+// (which must outlive the device), a copy stream and pinned staging. Throws InvalidArgument naming
+// the device in a build without CUDA.
 std::unique_ptr<RankDevice> make_cuda_device(int index, MemoryTracker* tracker);
 
 }  // namespace zs::train

@@ -36,7 +36,12 @@ ZS_HOST_DEVICE inline float dropout(float value, bool kept, float scale) {
   return kept ? value * scale : 0.0f;
 }
 
-// ---- reductions. Terms are formed in double so that the blocked sums of ops/elementwise.cc
+// ---- reductions: the block layout of the blocked sums (ops/elementwise.cc reduce_sum, and the
+// CUDA reductions, which reproduce it to match bit for bit): chunks of kReduceChunk elements,
+// element i of a chunk added into lane i % kReduceLanes.
+inline constexpr int64_t kReduceChunk = 2048;
+inline constexpr int64_t kReduceLanes = 8;
+// Terms are formed in double so that the blocked sums of ops/elementwise.cc
 // lose nothing on the way (a float square is exact in double).
 ZS_HOST_DEVICE inline double sum_term(float x) { return static_cast<double>(x); }
 ZS_HOST_DEVICE inline double sum_of_squares_term(float x) {

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/half.h"  // detail::float_to_bits / bits_to_float (host and device)
+#include "runtime/half.h"  // zs::detail::float_to_bits / bits_to_float (host and device)
 #include "runtime/macros.h"
 
 namespace zs::ops::math {
@@ -51,8 +51,9 @@ ZS_HOST_DEVICE inline float exp_approx(float x) {
   poly = poly * r + 5.0000001201e-1f;
   poly = poly * r * r + r + 1.0f;
   // 2^n: n is the low bits of `shifted` (two's complement relative to the magic number).
-  const uint32_t n_bits = detail::float_to_bits(shifted) - detail::float_to_bits(kRoundMagic);
-  const float result = poly * detail::bits_to_float((n_bits + 127u) << 23);
+  const uint32_t n_bits =
+      zs::detail::float_to_bits(shifted) - zs::detail::float_to_bits(kRoundMagic);
+  const float result = poly * zs::detail::bits_to_float((n_bits + 127u) << 23);
   if (x < kMinArg) return 0.0f;
   return x > kMaxArg ? INFINITY : result;
 }

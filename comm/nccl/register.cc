@@ -1,0 +1,47 @@
+// Registers the nccl backend with the communicator factory (comm/gpu_backend.h): a static
+// initializer installs its GpuCommBackend entry under Device::Kind::kCUDA. zs_comm_nccl's CMake
+// target makes every program that links it pull this file in (its INTERFACE link option
+// --undefined=zs_comm_nccl_anchor names the anchor below), so linking the library is what
+// registers the backend; zs_comm itself never links it (no cycle).
+//
+// Thread-safety: the entry is immutable; installing it happens once, before main.
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "comm/gpu_backend.h"
+#include "comm/nccl/nccl_backend.h"
+#include "runtime/cuda/check.h"
+#include "runtime/device_kernels.h"
+
+// The symbol the linker is told to resolve (comm/nccl/CMakeLists.txt).
+extern "C" const char zs_comm_nccl_anchor = 0;
+
+namespace zs::comm {
+namespace {
+
+int nccl_device_count(std::string* why) {
+  const int devices = zs::cuda::cuda_device_count();
+  if (devices == 0 && why != nullptr) *why = zs::cuda::cuda_unavailable_reason();
+  return devices;
+}
+
+void nccl_make_current(int device) { ZS_CUDA_CHECK(cudaSetDevice(device)); }
+
+std::unique_ptr<Backend> nccl_create(std::unique_ptr<Backend> bootstrap, int device,
+                                     std::chrono::milliseconds timeout,
+                                     MemoryTracker* scratch_tracker) {
+  NcclBackendOptions options;
+  options.tracker = scratch_tracker;
+  return NcclBackend::create(std::move(bootstrap), device, timeout, options);
+}
+
+const GpuCommBackend kNcclBackend{"nccl", nccl_device_count, nccl_make_current, nccl_create};
+
+const bool kRegistered = [] {
+  DeviceTables<GpuCommBackend>::install(Device::Kind::kCUDA, &kNcclBackend);
+  return true;
+}();
+
+}  // namespace
+}  // namespace zs::comm
