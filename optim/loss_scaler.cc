@@ -140,6 +140,7 @@ bool unscale_and_check(const ShardView& view, float inv_scale) {
 }
 
 bool unscale_and_check(const std::vector<ShardView>& views, float inv_scale) {
+  check_gradient_gates(views, GradientUse::kRead, "unscale_and_check");
   bool found_inf = false;
   for (const ShardView& view : views) found_inf |= unscale_and_check(view, inv_scale);
   return found_inf;

@@ -1,7 +1,8 @@
 // The gradient gate of a shard view (runtime/shard_view.h) as optim's consumers use it: an
 // optimizer asks every gate before it updates anything (so a refused step changes no master and
 // no step count), asks each gate once, and reports the step afterwards; clipping and norms ask
-// for read access; slice_view keeps the gate; views without a gate are not checked.
+// for read access, and so does the loss scaler's unscaling; slice_view keeps the gate; views
+// without a gate are not checked.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 #include "optim/shard_view.h"
 #include "optim_test_util.h"
@@ -96,6 +98,17 @@ TEST(GradientGate, ClippingAsksToReadAndSliceViewKeepsTheGate) {
   ShardView plain = a.views[0];
   plain.gate = nullptr;
   EXPECT_DOUBLE_EQ(grad_sum_of_squares(plain), 8 * 0.0625);
+}
+
+TEST(GradientGate, LossScalerUnscalingAsksToReadFirst) {
+  CpuAllocator allocator(nullptr);
+  GatedViews a(allocator, "a");
+  EXPECT_FALSE(unscale_and_check(a.views, 0.5f));
+  EXPECT_EQ(a.views[0].grad.to_vector()[0], 0.25f);
+  EXPECT_EQ(a.gate->consumers, (std::vector<std::string>{"unscale_and_check"}));
+  a.gate->readable = false;
+  EXPECT_THROW(unscale_and_check(a.views, 0.5f), InvalidArgument);
+  EXPECT_EQ(a.views[0].grad.to_vector()[0], 0.25f);  // refused before touching anything
 }
 
 }  // namespace
