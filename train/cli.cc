@@ -58,21 +58,20 @@ int resolve_stage(const std::string& strategy, int zero_stage_flag, int deepspee
              "; give one of the two, or make them agree");
     stage = named;
   }
-  if (stage >= 0 && deepspeed_stage >= 0 && deepspeed_stage != stage) {
-    ZS_LOG_WARN(
-        "{} {} overrides the DeepSpeed config's zero_optimization.stage {}: the run "
-        "uses stage {}",
-        strategy.empty() ? "--zero-stage" : "--strategy",
-        strategy.empty() ? std::to_string(stage) : strategy, deepspeed_stage, stage);
-  }
+  ZS_CHECK(stage < 0 || deepspeed_stage < 0 || deepspeed_stage == stage,
+           strategy.empty()
+               ? "--zero-stage " + std::to_string(stage)
+               : "--strategy " + strategy + " (ZeRO stage " + std::to_string(stage) + ")",
+           " disagrees with the DeepSpeed config's zero_optimization.stage ", deepspeed_stage,
+           "; make them agree, or drop the flag or the key");
   return stage >= 0 ? stage : deepspeed_stage;
 }
 
 bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                       std::vector<std::string>* notes, std::string* help) {
   const std::string ds = deepspeed_path(argc, argv);
-  // The DeepSpeed file's zero_optimization.stage, when it has one (kNoStage otherwise): flags
-  // override it, and the log says so when they change it.
+  // The DeepSpeed file's zero_optimization.stage, when it has one (kNoStage otherwise): a stage
+  // flag must agree with it.
   constexpr int kNoStage = -1;
   int ds_stage = kNoStage;
   if (!ds.empty()) {

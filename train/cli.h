@@ -19,10 +19,10 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& config,
 
 // The ZeRO stage from --strategy (empty: not given), --zero-stage (-1: not given) and the
 // DeepSpeed config's zero_optimization.stage (-1: none). --strategy and --zero-stage must name
-// the same stage (InvalidArgument naming both otherwise; --strategy hybrid also needs
-// hybrid_group > 0). Either flag overrides the DeepSpeed file, as every flag overrides its key:
-// the file is the base a command line adjusts, so a differing file stage is logged as a warning
-// naming both values, not refused.
+// the same stage, and so must the DeepSpeed file's stage when both are given (InvalidArgument
+// naming both values otherwise: a stage silently taken from one of two disagreeing sources is a
+// different memory and traffic plan than the user read; --strategy hybrid also needs
+// hybrid_group > 0).
 int resolve_stage(const std::string& strategy, int zero_stage_flag, int deepspeed_stage,
                   int hybrid_group);
 

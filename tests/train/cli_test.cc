@@ -1,6 +1,6 @@
 // zs-train's flags that decide the ZeRO stage: --strategy, --zero-stage and the DeepSpeed
-// config's zero_optimization.stage. Flags that restate one stage agree; --strategy and
-// --zero-stage that disagree are an error naming both; a flag overrides the file's stage.
+// config's zero_optimization.stage. Flags that restate one stage agree; any two of them that
+// disagree are an error naming both values.
 #include "train/cli.h"
 
 #include <gtest/gtest.h>
@@ -63,14 +63,19 @@ TEST(TrainCliStage, StrategyAndZeroStageThatDisagreeAreAnErrorNamingBoth) {
   EXPECT_NE(parse_error({"--strategy", "zero4"}).find("zero4"), std::string::npos);
 }
 
-TEST(TrainCliStage, FlagsOverrideTheDeepSpeedStage) {
+TEST(TrainCliStage, AStageFlagThatDisagreesWithTheDeepSpeedStageIsAnErrorNamingBoth) {
   ScratchDir dir;
   const std::string ds = dir.path("ds.json");
   write_text(ds, R"({"zero_optimization": {"stage": 2}})");
   EXPECT_EQ(parse({"--deepspeed", ds.c_str()}).stage, 2);
   EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--zero-stage", "2"}).stage, 2);
-  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--zero-stage", "1"}).stage, 1);
-  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--strategy", "ddp"}).stage, 0);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--strategy", "zero2"}).stage, 2);
+  const std::string zero_stage = parse_error({"--deepspeed", ds.c_str(), "--zero-stage", "1"});
+  EXPECT_NE(zero_stage.find("--zero-stage 1"), std::string::npos) << zero_stage;
+  EXPECT_NE(zero_stage.find("zero_optimization.stage 2"), std::string::npos) << zero_stage;
+  const std::string ddp = parse_error({"--deepspeed", ds.c_str(), "--strategy", "ddp"});
+  EXPECT_NE(ddp.find("--strategy ddp (ZeRO stage 0)"), std::string::npos) << ddp;
+  EXPECT_NE(ddp.find("zero_optimization.stage 2"), std::string::npos) << ddp;
   // The flags still have to agree with each other.
   EXPECT_NE(parse_error({"--deepspeed", ds.c_str(), "--strategy", "zero2", "--zero-stage", "1"})
                 .find("--zero-stage is 1"),
@@ -81,11 +86,17 @@ TEST(TrainCliStage, FlagsOverrideTheDeepSpeedStage) {
   EXPECT_EQ(parse({"--deepspeed", no_stage.c_str()}).stage, 3);
 }
 
-TEST(TrainCliStage, ResolveStageNamesEveryValue) {
+TEST(TrainCliStage, ResolveStageTakesTheGivenValueAndNamesBothOfTwoThatDisagree) {
   EXPECT_EQ(resolve_stage("", 2, -1, 0), 2);
-  EXPECT_EQ(resolve_stage("zero3", -1, 1, 0), 3);
+  EXPECT_EQ(resolve_stage("zero3", -1, 3, 0), 3);
   EXPECT_EQ(resolve_stage("", -1, 1, 0), 1);
-  EXPECT_THROW(resolve_stage("zero3", 0, -1, 0), InvalidArgument);
+  const std::string file = error_message<InvalidArgument>([] { resolve_stage("zero3", -1, 1, 0); });
+  EXPECT_NE(file.find("--strategy zero3 (ZeRO stage 3)"), std::string::npos) << file;
+  EXPECT_NE(file.find("zero_optimization.stage 1"), std::string::npos) << file;
+  const std::string flags =
+      error_message<InvalidArgument>([] { resolve_stage("zero3", 0, -1, 0); });
+  EXPECT_NE(flags.find("--strategy zero3"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("--zero-stage is 0"), std::string::npos) << flags;
 }
 
 }  // namespace

@@ -337,7 +337,7 @@ TEST(TrainCli, ParsesFlagsOverADeepSpeedConfig) {
     "gradient_accumulation_steps": 2,
     "gradient_clipping": 0.5,
     "bf16": {"enabled": true},
-    "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": 5e8},
+    "zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": 5e8},
     "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "betas": [0.9, 0.98], "eps": 1e-6,
                                                "weight_decay": 0.05}},
     "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 6e-4,
@@ -352,7 +352,7 @@ TEST(TrainCli, ParsesFlagsOverADeepSpeedConfig) {
   EXPECT_EQ(c.grad_accum, 2);
   EXPECT_FLOAT_EQ(c.clip, 0.5f);
   EXPECT_EQ(c.precision, DType::kBF16);
-  EXPECT_EQ(c.stage, 3);  // the flag wins over the file's 2
+  EXPECT_EQ(c.stage, 3);  // the flag restates the file's 3 (a disagreement is an error: cli_test)
   EXPECT_FLOAT_EQ(c.lr, 6e-4f);
   EXPECT_FLOAT_EQ(c.beta2, 0.98f);
   EXPECT_FLOAT_EQ(c.weight_decay, 0.05f);
