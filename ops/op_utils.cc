@@ -80,14 +80,9 @@ Tensor new_index_flag(const Tensor& like, int64_t entries, const char* what) {
 
 std::vector<int32_t> read_int32(const Tensor& t) {
   t.check_dtype(DType::kI32);
+  // Not Tensor::to_vector: that converts to float, which is not exact above 2^24.
   std::vector<int32_t> values(static_cast<size_t>(t.numel()));
-  if (values.empty()) return values;
-  if (t.device().is_cpu()) {
-    std::memcpy(values.data(), t.data<int32_t>(), t.nbytes());
-  } else {
-    // Not Tensor::to_vector: that converts to float, which is not exact above 2^24.
-    device_kernels(t.device(), "read_int32").download(t, values.data());
-  }
+  t.copy_to_host(values.data());
   return values;
 }
 

@@ -10,7 +10,7 @@ namespace zs::optim {
 
 Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
                      std::vector<std::string> state_names)
-    : kind_(kind), state_names_(std::move(state_names)) {
+    : kind_(kind), state_names_(std::move(state_names)), gates_(distinct_gates(views)) {
   for (ShardView& view : views) {
     check_shard_view(view, kind_);
     add_slot(std::move(view), false);
@@ -64,12 +64,7 @@ void Optimizer::step(float lr) {
   ZS_CHECK(std::isfinite(lr) && lr >= 0.0f, kind_, ": learning rate ", lr,
            " must be finite and >= 0; check the schedule");
   // Every gate agrees before anything changes.
-  std::vector<GradientGate*> gates;  // each once
-  for (const Slot& slot : slots_) {
-    GradientGate* gate = slot.view.gate.get();
-    if (gate && std::find(gates.begin(), gates.end(), gate) == gates.end()) gates.push_back(gate);
-  }
-  for (GradientGate* gate : gates) gate->check(GradientUse::kStep, kind_);
+  for (GradientGate* gate : gates_) gate->check(GradientUse::kStep, kind_);
   ++steps_;
   for (const Slot& slot : slots_) {
     if (slot.grad_from_autograd) {
@@ -82,7 +77,7 @@ void Optimizer::step(float lr) {
       update(slot.view, slot.state, lr, steps_);
     }
   }
-  for (GradientGate* gate : gates) gate->stepped();
+  for (GradientGate* gate : gates_) gate->stepped();
 }
 
 void Optimizer::zero_grad() {

@@ -90,6 +90,7 @@ class Optimizer {
   const char* kind_;
   std::vector<std::string> state_names_;
   std::vector<Slot> slots_;
+  std::vector<GradientGate*> gates_;  // the views' distinct gates (none for autograd parameters)
   int64_t steps_ = 0;
 };
 

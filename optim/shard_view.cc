@@ -94,15 +94,20 @@ ShardView whole_tensor_view(const Tensor& param, const Tensor& grad, bool decay)
   return view;
 }
 
-void check_gradient_gates(const std::vector<ShardView>& views, GradientUse use,
-                          const char* consumer) {
-  const GradientGate* last = nullptr;
+std::vector<GradientGate*> distinct_gates(const std::vector<ShardView>& views) {
+  std::vector<GradientGate*> gates;
   for (const ShardView& view : views) {
-    // Views of one producer share its gate and sit next to each other: ask it once.
-    if (view.gate == nullptr || view.gate.get() == last) continue;
-    view.gate->check(use, consumer);
-    last = view.gate.get();
+    GradientGate* gate = view.gate.get();
+    if (gate && std::find(gates.begin(), gates.end(), gate) == gates.end()) gates.push_back(gate);
   }
+  return gates;
+}
+
+std::vector<GradientGate*> check_gradient_gates(const std::vector<ShardView>& views,
+                                                GradientUse use, const char* consumer) {
+  std::vector<GradientGate*> gates = distinct_gates(views);
+  for (GradientGate* gate : gates) gate->check(use, consumer);
+  return gates;
 }
 
 int64_t covered_numel(const ShardView& view) {

@@ -37,11 +37,14 @@ ShardView slice_view(const ShardView& view, int64_t begin, int64_t end);
 // An unsharded parameter as a view: one segment over all of `param`, with `decay`.
 ShardView whole_tensor_view(const Tensor& param, const Tensor& grad, bool decay);
 
-// Asks the gate of each view (once per run of views sharing it) whether the gradients may be used
-// as `use` now; throws what a gate throws. Views without a gate pass. Every consumer of a step's
-// gradients (optimizers, clipping) calls it before touching them.
-void check_gradient_gates(const std::vector<ShardView>& views, GradientUse use,
-                          const char* consumer);
+// The gates of `views`, each once, in the order first seen (views without a gate have none).
+std::vector<GradientGate*> distinct_gates(const std::vector<ShardView>& views);
+
+// Asks each distinct gate of `views` whether the gradients may be used as `use` now, and returns
+// the gates asked; throws what a gate throws. Views without a gate pass. Every consumer of a
+// step's gradients (optimizers, clipping, unscaling) calls it before touching them.
+std::vector<GradientGate*> check_gradient_gates(const std::vector<ShardView>& views,
+                                                GradientUse use, const char* consumer);
 
 // The number of elements the view's segments cover (its numel minus the padding).
 int64_t covered_numel(const ShardView& view);

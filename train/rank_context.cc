@@ -1,9 +1,7 @@
-// RankContext's helpers: host/device bytes and cross-rank figures.
+// RankContext's helpers: a host tensor where the rank computes, and cross-rank figures.
 #include "train/rank_context.h"
 
 #include <cstring>
-
-#include "runtime/device_kernels.h"
 
 namespace zs::train {
 
@@ -11,26 +9,8 @@ Tensor RankContext::to_compute(const Tensor& host_tensor) const {
   if (!device) return host_tensor;
   Tensor placed =
       Tensor::empty(host_tensor.shape(), host_tensor.dtype(), compute, host_tensor.name());
-  write_bytes(placed, host_tensor.raw_data());
+  placed.copy_from_host(host_tensor.raw_data());
   return placed;
-}
-
-void write_bytes(const Tensor& t, const void* host) {
-  if (t.nbytes() == 0) return;
-  if (t.device().is_cpu()) {
-    std::memcpy(t.raw_data(), host, t.nbytes());
-  } else {
-    device_kernels(t.device(), "write_bytes").upload(t, host);
-  }
-}
-
-void read_bytes(const Tensor& t, void* host) {
-  if (t.nbytes() == 0) return;
-  if (t.device().is_cpu()) {
-    std::memcpy(host, t.raw_data(), t.nbytes());
-  } else {
-    device_kernels(t.device(), "read_bytes").download(t, host);
-  }
 }
 
 std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
@@ -40,10 +20,10 @@ std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocato
   Tensor all = Tensor::empty({n * comm.size()}, DType::kI64, allocator,
                              MemoryCategory::kCommBuffers, "u64 gathered");
   // Staged on the host (the tensors live on the communicator's buffer device).
-  write_bytes(mine, values.data());
+  mine.copy_from_host(values.data());
   comm.all_gather(mine, all, {comm::default_timeout(), "figures for the log"})->wait();
   std::vector<uint64_t> gathered(static_cast<size_t>(n * comm.size()));
-  read_bytes(all, gathered.data());
+  all.copy_to_host(gathered.data());
   std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
   for (int r = 0; r < comm.size(); ++r) {
     out[r].assign(gathered.begin() + r * n, gathered.begin() + (r + 1) * n);

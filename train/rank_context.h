@@ -40,11 +40,6 @@ struct RankContext {
   Tensor to_compute(const Tensor& host_tensor) const;
 };
 
-// Exact bytes (any dtype) from host memory into `t`, on the CPU or (synchronously, on the
-// tensor's allocator stream) on a device; and back.
-void write_bytes(const Tensor& t, const void* host);
-void read_bytes(const Tensor& t, void* host);
-
 // Every rank's values, by rank (one int64 all-gather).
 std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
                                               const std::vector<uint64_t>& values);

@@ -20,12 +20,6 @@ extern "C" const char zs_comm_nccl_anchor = 0;
 namespace zs::comm {
 namespace {
 
-int nccl_device_count(std::string* why) {
-  const int devices = zs::cuda::cuda_device_count();
-  if (devices == 0 && why != nullptr) *why = zs::cuda::cuda_unavailable_reason();
-  return devices;
-}
-
 void nccl_make_current(int device) { ZS_CUDA_CHECK(cudaSetDevice(device)); }
 
 std::unique_ptr<Backend> nccl_create(std::unique_ptr<Backend> bootstrap, int device,
@@ -36,7 +30,8 @@ std::unique_ptr<Backend> nccl_create(std::unique_ptr<Backend> bootstrap, int dev
   return NcclBackend::create(std::move(bootstrap), device, timeout, options);
 }
 
-const GpuCommBackend kNcclBackend{"nccl", nccl_device_count, nccl_make_current, nccl_create};
+const GpuCommBackend kNcclBackend{"nccl", zs::cuda::cuda_device_count, nccl_make_current,
+                                  nccl_create};
 
 const bool kRegistered = [] {
   DeviceTables<GpuCommBackend>::install(Device::Kind::kCUDA, &kNcclBackend);

@@ -46,6 +46,12 @@ DeviceQuery query_devices() {
 
 int cuda_device_count() { return query_devices().count; }
 
+int cuda_device_count(std::string* why) {
+  const int n = cuda_device_count();
+  if (n == 0 && why != nullptr) *why = cuda_unavailable_reason();
+  return n;
+}
+
 std::string cuda_unavailable_reason() {
   const DeviceQuery query = query_devices();
   if (query.count > 0) return "";

@@ -27,6 +27,9 @@ int cuda_device_count();
 // Why cuda_device_count() is 0 ("cudaErrorInsufficientDriver: CUDA driver version is
 // insufficient ..."), or "" when devices exist.
 std::string cuda_unavailable_reason();
+// cuda_device_count(), and where it is 0 and `why` is not null, cuda_unavailable_reason() in
+// *why: the shape of the device-count entry in the backends' tables.
+int cuda_device_count(std::string* why);
 
 namespace detail {
 

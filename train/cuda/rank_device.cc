@@ -94,17 +94,11 @@ class CudaRankDevice final : public RankDevice {
   std::vector<Staging> staging_;      // destroyed first (declared last)
 };
 
-int cuda_device_count(std::string* why) {
-  const int n = cuda::cuda_device_count();
-  if (n == 0 && why != nullptr) *why = cuda::cuda_unavailable_reason();
-  return n;
-}
-
 std::unique_ptr<RankDevice> make_cuda_rank_device(int index, MemoryTracker* tracker) {
   return std::make_unique<CudaRankDevice>(index, tracker);
 }
 
-const RankDeviceBackend kCudaBackend{"cuda", cuda_device_count, make_cuda_rank_device};
+const RankDeviceBackend kCudaBackend{"cuda", cuda::cuda_device_count, make_cuda_rank_device};
 
 const bool kRegistered = [] {
   DeviceTables<RankDeviceBackend>::install(Device::Kind::kCUDA, &kCudaBackend);
