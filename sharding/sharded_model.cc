@@ -49,12 +49,16 @@ const char* ddp_sync_name(DdpSync sync) {
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                            const ShardingConfig& config)
-    : root_(root), comm_(comm), shard_comm_(&comm), allocator_(allocator), config_(config) {
-  ZS_CHECK(config.stage >= 0 && config.stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ",
-           config.stage);
-  ZS_CHECK(config.ddp_sync == DdpSync::kBucketed || config.stage == 0, "sharding: ddp_sync '",
-           ddp_sync_name(config.ddp_sync), "' is a gradient sync of stage 0 (DDP), but stage ",
-           config.stage,
+    : root_(root),
+      comm_(comm),
+      shard_comm_(&comm),
+      allocator_(allocator),
+      config_(config),
+      policy_(StagePolicy::make(config.stage, config.hybrid_group > 0)) {
+  ZS_CHECK(config.ddp_sync == DdpSync::kBucketed ||
+               policy_.reduce_collective == GradientCollective::kAllReduce,
+           "sharding: ddp_sync '", ddp_sync_name(config.ddp_sync),
+           "' is a gradient sync of stage 0 (DDP), but stage ", config.stage,
            " reduce-scatters gradients; use ddp_sync = bucketed with this stage, or stage 0");
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
@@ -91,8 +95,6 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   const size_t param_size = dtype_size(param_dtype);
   if (config.hybrid_group > 0) {
     const int g = config.hybrid_group;
-    ZS_CHECK(config.stage == 3, "sharding: hybrid sharding (hybrid_group ", g,
-             ") needs stage 3, got stage ", config.stage);
     ZS_CHECK(comm.size() % g == 0, "sharding: the world size ", comm.size(),
              " is not a multiple of the hybrid group size ", g,
              "; use a group size that divides it (e.g. the ranks per node)");
@@ -102,7 +104,6 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     inter_group_ = comm.split(comm.rank() % g, comm.rank());
     shard_comm_ = intra_group_.get();
   }
-  policy_ = StagePolicy::make(config.stage, config.hybrid_group > 0);
   step_order_ = std::make_shared<StepOrder>();
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();

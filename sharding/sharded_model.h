@@ -6,13 +6,8 @@
 // unit's full (gathered) buffer, so the model's code is unchanged; gradients accumulate into
 // views of the unit's flat gradient buffer.
 //
-//   stage | full params            | full grads                 | fp32 master + optimizer state
-//   0     | persistent             | persistent, all-reduced    | full (= the params in fp32)
-//   1     | persistent             | persistent, reduce-scattered at the end of backward | shard
-//   2     | persistent             | per unit during backward, reduce-scattered and freed | shard
-//   3     | gathered just in time, | per unit during backward, reduce-scattered and freed | shard
-//         | released after use     |                            |
-//   hybrid| stage 3 inside a group of ranks; gradient shards all-reduced across the groups
+// What each stage keeps, frees and communicates is decided once by its StagePolicy
+// (sharding/stage_policy.h, with the table of the stages); ShardedModel asks it.
 //
 // Unit boundaries are tape nodes (runtime/autograd.h record_boundary): the backward of a unit's
 // "end" node gathers its parameters (stage 3) and installs its gradient buffer; the backward of
@@ -243,7 +238,6 @@ class ShardedModel {
   // freed. If a visit throws, the remaining units are still gathered (so every rank issues the
   // same collectives) but not visited, and the first exception is rethrown at the end.
   void visit_full_parameters(const ParameterVisit& visit);
-  int stage() const { return config_.stage; }
   const StagePolicy& policy() const { return policy_; }
   // The ranks the parameters are sharded over: the world, or this rank's hybrid group. A
   // global gradient norm sums the local shards over this group (replicas hold the same values).

@@ -5,14 +5,6 @@
 
 namespace zs::sharding {
 
-const char* gradient_collective_name(GradientCollective collective) {
-  return collective == GradientCollective::kAllReduce ? "all_reduce" : "reduce_scatter";
-}
-
-const char* reduce_timing_name(ReduceTiming timing) {
-  return timing == ReduceTiming::kPerUnit ? "per_unit" : "end_of_backward";
-}
-
 StagePolicy StagePolicy::make(int stage, bool hybrid) {
   ZS_CHECK(stage >= 0 && stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ", stage);
   ZS_CHECK(!hybrid || stage == 3, "sharding: hybrid sharding needs stage 3, got stage ", stage);

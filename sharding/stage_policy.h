@@ -1,6 +1,8 @@
 // StagePolicy: what a ZeRO stage (and hybrid sharding) keeps, frees and communicates, decided
-// once from (stage, hybrid) and asked by ShardedModel, the memory model (zs-mem) and the reports,
-// instead of each re-deriving it from the stage number.
+// once from (stage, hybrid) and asked by ShardedModel and the memory model (zs-mem) instead of
+// each re-deriving it from the stage number. The traffic formula the reports print
+// (train/report.h) is written from the ZeRO paper's table on purpose, not from this policy, so
+// that it checks the implementation rather than restating it.
 //
 //   stage  full params                 full grads              masters+state  grads reduce
 //   0      persist                     persist                 full           all-reduce, per unit
@@ -34,8 +36,6 @@ enum class ReduceTiming {
   kPerUnit,        // from the unit's "begin" boundary in backward, as soon as it is complete
   kEndOfBackward,  // every unit in finish_backward
 };
-const char* gradient_collective_name(GradientCollective collective);  // "all_reduce", ...
-const char* reduce_timing_name(ReduceTiming timing);  // "per_unit", "end_of_backward"
 
 struct StagePolicy {
   int stage = 3;

@@ -5,20 +5,6 @@
 
 namespace zs::sharding {
 
-const char* step_phase_name(StepOrder::Phase phase) {
-  switch (phase) {
-    case StepOrder::Phase::kIdle:
-      return "idle";
-    case StepOrder::Phase::kBackward:
-      return "backward";
-    case StepOrder::Phase::kFinished:
-      return "finished";
-    case StepOrder::Phase::kStepped:
-      return "stepped";
-  }
-  return "unknown";
-}
-
 namespace {
 
 constexpr const char* kOrder =

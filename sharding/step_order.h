@@ -51,6 +51,4 @@ class StepOrder final : public GradientGate {
   Phase phase_ = Phase::kIdle;
 };
 
-const char* step_phase_name(StepOrder::Phase phase);  // "idle", "backward", ...
-
 }  // namespace zs::sharding

@@ -206,13 +206,15 @@ struct Transients {
 // have dropped their buffers. The engine's limit L is (L − 1, L); "k reductions run at once" is
 // (k, k); "none completes before finish_backward" is (∞, ∞).
 Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, const Sizes& sizes,
-                                const MemoryModelConfig& config, size_t keep_before,
+                                const MemoryModelConfig& config,
+                                const sharding::StagePolicy& policy, size_t keep_before,
                                 size_t keep_after) {
-  const int stage = config.stage;
   const bool cast = sizes.r != sizes.p;  // a reduce_dtype copy of the gradient travels
-  // Stages 1–3 reduce into a staging shard unless the result can land in the fp32 gradient.
-  const bool staged =
-      stage >= 1 && (config.reduce_dtype != DType::kF32 || config.gradient_accumulation);
+  // Sharded stages reduce into a staging shard unless the result can land in the fp32 gradient.
+  const bool staged = policy.masters_sharded &&
+                      (config.reduce_dtype != DType::kF32 || config.gradient_accumulation);
+  // Stages 2/3: each unit's full gradient lives from its backward until its reduction read it.
+  const bool transient_grads = !policy.full_grads_persist;
   Transients peak;
   uint64_t grads = 0, comm = 0;
   struct Launched {
@@ -227,27 +229,28 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
     }
   };
   auto launch = [&](size_t u) {
-    const uint64_t full_grad = stage >= 2 ? sizes.padded[u] * sizes.p : 0;
+    const uint64_t full_grad = transient_grads ? sizes.padded[u] * sizes.p : 0;
     const uint64_t send = cast ? sizes.padded[u] * sizes.r : 0;
     const uint64_t reduced = staged ? sizes.shard[u] * sizes.r : 0;
-    if (stage >= 2) complete_until(keep_before);
+    if (transient_grads) complete_until(keep_before);
     comm += send + reduced;
     peak.comm = std::max(peak.comm, comm);
-    if (stage == 0) return;  // stage 0 keeps its send buffer as the reduced result
+    // An all-reduce (stage 0) keeps its send buffer as the reduced result.
+    if (policy.reduce_collective == sharding::GradientCollective::kAllReduce) return;
     // The reduced shard stays until finish_backward; the collective holds what it reads (the
     // cast copy, or else the gradient itself) until it completes. A cast gradient is dropped now.
     if (cast) grads -= full_grad;
     running.push_back({cast ? 0 : full_grad, send});
     complete_until(keep_after);
   };
-  if (stage == 1) {
+  if (policy.reduce_timing == sharding::ReduceTiming::kEndOfBackward) {
     for (size_t u = 0; u < sizes.padded.size(); ++u) launch(u);  // all in finish_backward
     return peak;
   }
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
     const size_t u = static_cast<size_t>(it->first);
     if (!it->second) {
-      if (stage >= 2) {
+      if (transient_grads) {
         grads += sizes.padded[u] * sizes.p;  // install_grad_buffer
         peak.grads = std::max(peak.grads, grads);
       }
@@ -258,13 +261,14 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
   return peak;
 }
 
-void offload_optimizer(CategoryBytes& device, const MemoryModelConfig& config, const Sizes& sizes) {
+void offload_optimizer(CategoryBytes& device, const MemoryModelConfig& config,
+                       const sharding::StagePolicy& policy, const Sizes& sizes) {
   uint64_t shard_bytes = 0;
   for (uint64_t s : sizes.shard) shard_bytes += s * 4;
   device[kMaster] = 0;
   device[kOptim] = 0;
   // Stages 1/2 in fp32 computed from the master shard itself: the device keeps a copy of it.
-  if (config.param_dtype == DType::kF32 && (config.stage == 1 || config.stage == 2)) {
+  if (config.param_dtype == DType::kF32 && policy.masters_sharded && policy.full_params_persist) {
     device[kParams] += shard_bytes;
   }
 }
@@ -273,8 +277,10 @@ void offload_optimizer(CategoryBytes& device, const MemoryModelConfig& config, c
 
 MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
                                const MemoryModelConfig& config) {
-  ZS_CHECK(config.stage >= 0 && config.stage <= 3, "memory model: stage must be 0–3, got ",
-           config.stage);
+  // What the stage keeps: the same decisions ShardedModel asks (sharding/stage_policy.h). It
+  // refuses a stage outside 0–3 and hybrid below stage 3.
+  const sharding::StagePolicy policy =
+      sharding::StagePolicy::make(config.stage, config.hybrid_group > 0);
   ZS_CHECK(config.world >= 1, "memory model: world size must be >= 1, got ", config.world);
   ZS_CHECK(config.alignment >= 1, "memory model: alignment must be >= 1, got ", config.alignment);
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
@@ -284,8 +290,6 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
            "memory model: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
            config.max_reductions_in_flight);
   if (config.hybrid_group > 0) {
-    ZS_CHECK(config.stage == 3, "memory model: hybrid sharding (group ", config.hybrid_group,
-             ") needs stage 3, got stage ", config.stage);
     ZS_CHECK(config.world % config.hybrid_group == 0, "memory model: the world size ", config.world,
              " is not a multiple of the hybrid group size ", config.hybrid_group);
   }
@@ -295,8 +299,6 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   const int n = config.hybrid_group > 0 ? config.hybrid_group : config.world;
   estimate.shard_ranks = n;
   const int stage = config.stage;
-  // What the stage keeps: the same decisions ShardedModel asks (sharding/stage_policy.h).
-  const sharding::StagePolicy policy = sharding::StagePolicy::make(stage, config.hybrid_group > 0);
   const bool fp32_params = config.param_dtype == DType::kF32;
   const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
   const uint64_t state_bytes =
@@ -325,7 +327,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     const bool kept = !policy.full_params_persist &&
                       policy.stays_gathered(full, config.keep_gathered_below_bytes);
     if (kept) kept_bytes += full;
-    const uint64_t master_numel = policy.masters_sharded ? shard : padded;
+    const uint64_t master_numel = static_cast<uint64_t>(
+        policy.master_numel(static_cast<int64_t>(padded), static_cast<int64_t>(shard)));
     switch (stage) {
       case 0:
         steady[kParams] += full;
@@ -354,7 +357,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
 
   const std::vector<std::pair<int, bool>> tape = unit_tape(units);
   estimate.peak = estimate.peak_low = estimate.peak_high = steady;
-  if (stage == 3) {
+  if (!policy.full_params_persist) {
     estimate.gathered_window_bytes = gathered_window(tape, full_bytes, config, policy);
     for (CategoryBytes* peak : {&estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
       (*peak)[kParams] += estimate.gathered_window_bytes - kept_bytes;
@@ -365,7 +368,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   // (stages 2/3), L run after each launch; peak, the limit's bound when there is one, else
   // `reductions_in_flight` running at once.
   constexpr size_t kAll = std::numeric_limits<size_t>::max();
-  const size_t limit = stage >= 2 ? static_cast<size_t>(config.max_reductions_in_flight) : 0;
+  const size_t limit =
+      policy.full_grads_persist ? 0 : static_cast<size_t>(config.max_reductions_in_flight);
   const size_t assumed = static_cast<size_t>(config.reductions_in_flight);
   struct Model {
     CategoryBytes* peak;
@@ -377,7 +381,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
       {&estimate.peak, limit > 0 ? limit - 1 : assumed, limit > 0 ? limit : assumed}};
   for (const Model& model : models) {
     const Transients transients =
-        reduction_transients(tape, sizes, config, model.keep_before, model.keep_after);
+        reduction_transients(tape, sizes, config, policy, model.keep_before, model.keep_after);
     (*model.peak)[kGrads] += transients.grads;
     (*model.peak)[kComm] += transients.comm;
   }
@@ -386,13 +390,14 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     estimate.host_is_estimate = true;
     estimate.host[kMaster] = 0;
     for (size_t u = 0; u < units.size(); ++u) {
-      const uint64_t master_numel = stage == 0 ? sizes.padded[u] : sizes.shard[u];
+      const uint64_t master_numel = static_cast<uint64_t>(policy.master_numel(
+          static_cast<int64_t>(sizes.padded[u]), static_cast<int64_t>(sizes.shard[u])));
       estimate.host[kMaster] += 4 * master_numel;
       estimate.host[kOptim] += state_bytes * master_numel;
     }
     for (CategoryBytes* device :
          {&estimate.steady, &estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
-      offload_optimizer(*device, config, sizes);
+      offload_optimizer(*device, config, policy, sizes);
     }
   }
   return estimate;
