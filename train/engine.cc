@@ -34,7 +34,6 @@
 #include "train/memory_model.h"
 #include "train/rank_context.h"
 #include "train/run_report.h"
-#include "train/shard_views.h"
 #include "train/step_log.h"
 #include "train/tasks.h"
 #include "train/trainer.h"
@@ -325,8 +324,9 @@ TrainResult run_training(const TrainConfig& config) {
            config.micro_batch, " x ", world, " ranks; use more data or smaller batches");
   // The units the model will have (declaring a model allocates nothing), for zs-mem's numbers.
   const std::unique_ptr<Task> plan = make_task(*data, gpt, seq);
-  const std::vector<MemoryUnit> units =
-      memory_units(sharding::plan_units(plan->model(), {"Block"}));
+  const sharding::ShardingConfig sharding = translate(config, 0, world).sharding;
+  const std::vector<MemoryUnit> units = memory_units(
+      sharding::plan_units(plan->model(), sharding.wrap_types, sharding.wrap_min_parameters));
 
   if (config.memory_budget > 0) {
     // Fail before anything is allocated when the model states alone cannot fit.

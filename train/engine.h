@@ -11,8 +11,8 @@
 // non-finite loss or gradient norm outside fp16's loss scaling stops the run with a
 // NumericalError naming the step.
 //
-// Rank 0 logs every log_interval steps (step, loss, lr, tokens/s, step ms, grad norm, loss
-// scale, peak memory). Evaluation is distributed: every rank scores its share of the held-out
+// Rank 0 logs every log_interval steps (step, loss, lr, tokens/s over the interval, step ms,
+// ETA, model FLOP utilization on the CPU, grad norm, loss scale, peak memory). Evaluation is distributed: every rank scores its share of the held-out
 // windows and the sums are all-reduced, so every rank knows the loss. At the end rank 0 prints
 // the per-rank memory table (min/max over ranks), the last step's traffic next to the stage's
 // formula, and with profile_memory writes each rank's JSON timeline and an SVG chart of one step.

@@ -21,7 +21,6 @@
 #include "optim/schedule.h"
 #include "optim/shard_view.h"
 #include "sharding/sharded_model.h"
-#include "train/config.h"
 #include "train/device.h"
 #include "train/records.h"
 #include "train/tasks.h"
