@@ -1,6 +1,5 @@
 // TrainConfig's one translation into the layers' configurations (sharding, optimizer, schedule,
-// loss scaling, sampler, zs-mem's model), the model-config JSON, and the helpers of the log a
-// user reads (interval throughput, model FLOPs, the bounded default evaluation).
+// loss scaling, sampler, zs-mem's model) and the model-config JSON.
 #include "train/config.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +9,6 @@
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
 #include "tests/support/scratch.h"
-#include "train/evaluator.h"
-#include "train/step_log.h"
 
 namespace zs::train {
 namespace {
@@ -122,6 +119,11 @@ TEST(TrainConfigTranslate, MemoryModelUsesTheSameShardingSettings) {
   EXPECT_EQ(m.reduce_dtype, plan.sharding.reduce_dtype);
   EXPECT_EQ(m.alignment, plan.sharding.alignment);
   EXPECT_EQ(m.prefetch, plan.sharding.prefetch);
+  // ...and those are the flags' values, not two equal defaults.
+  EXPECT_EQ(m.param_dtype, DType::kF16);
+  EXPECT_EQ(m.reduce_dtype, DType::kF16);
+  EXPECT_TRUE(m.prefetch);
+  EXPECT_EQ(m.alignment, sharding::ShardingConfig{}.alignment);
   EXPECT_EQ(m.keep_gathered_below_bytes, 64u);
   EXPECT_EQ(m.max_live_gathered_bytes, 4096u);
   EXPECT_EQ(m.max_reductions_in_flight, 3);
@@ -168,38 +170,6 @@ TEST(TrainConfigModel, JsonKeysOverThePresetAndFlagsOverThem) {
   EXPECT_EQ(resolved.context, 64);
   c.model_config = dir.path("missing.json");
   EXPECT_THROW(resolve_model_config(c), IoError);
-}
-
-TEST(TrainLog, TokensPerSecondIsTheLastIntervalsRate) {
-  IntervalRate rate;
-  EXPECT_EQ(rate.rate(), 0);
-  rate.add(1000, 1.0);  // a slow first interval
-  rate.add(1000, 1.0);
-  EXPECT_DOUBLE_EQ(rate.rate(), 1000);
-  EXPECT_DOUBLE_EQ(rate.seconds_per_step(), 1.0);
-  rate.restart();
-  rate.add(1000, 0.25);  // the next interval is 4x faster: the average since start is not shown
-  rate.add(1000, 0.25);
-  EXPECT_DOUBLE_EQ(rate.rate(), 4000);
-  EXPECT_DOUBLE_EQ(rate.seconds_per_step(), 0.25);
-}
-
-TEST(TrainLog, ModelFlopsAndDurations) {
-  // 6N + 12·L·T·C: GPT-2 small at T = 1024.
-  EXPECT_DOUBLE_EQ(model_flops_per_token(124'000'000, 12, 1024, 768),
-                   6.0 * 124e6 + 12.0 * 12 * 1024 * 768);
-  EXPECT_GT(measure_gemm_peak(0.001), 0);
-  EXPECT_EQ(format_duration(42), "42s");
-  EXPECT_EQ(format_duration(185), "3m05s");
-  EXPECT_EQ(format_duration(3720), "1h02m");
-}
-
-TEST(TrainLog, EvaluationIsBoundedByDefault) {
-  EXPECT_EQ(TrainConfig{}.eval_batches, 20);
-  // 20 batches per rank of 4 rows on 2 ranks: at most 160 of 10000 held-out windows.
-  EXPECT_EQ(evaluated_items(10000, TrainConfig{}.eval_batches, 4, 2), 160);
-  EXPECT_EQ(evaluated_items(100, 20, 4, 2), 100);     // fewer held out than the cap
-  EXPECT_EQ(evaluated_items(10000, 0, 4, 2), 10000);  // 0: everything
 }
 
 }  // namespace
