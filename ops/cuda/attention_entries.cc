@@ -32,18 +32,19 @@ bool forward_fused(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   const CudnnWorkspaceFn workspace =
       cudnn_workspace_into(cudnn_workspace, qkv, "attention cudnn workspace");
   return cudnn_attention_forward(thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")),
-                                 qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), shape.batch,
-                                 shape.seq, shape.channels, shape.heads, shape.causal, qkv.dtype(),
-                                 workspace);
+                                 qkv.raw_device_data(), out.raw_device_data(),
+                                 lse.device_data<float>(), shape.batch, shape.seq, shape.channels,
+                                 shape.heads, shape.causal, qkv.dtype(), workspace);
 }
 
 void forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
              const detail::AttentionShape& shape, const Tensor& lengths, const Tensor& flag) {
   OpContext ctx("attention", {&qkv, &out, &lse, &lengths, &flag});
-  attention_forward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), shape.batch, shape.seq,
-                    shape.channels, shape.heads, shape.causal,
+  attention_forward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+                    shape.batch, shape.seq, shape.channels, shape.heads, shape.causal,
                     lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
-                    flag.defined() ? flag.device_data<int32_t>() : nullptr, qkv.dtype(), ctx.stream());
+                    flag.defined() ? flag.device_data<int32_t>() : nullptr, qkv.dtype(),
+                    ctx.stream());
 }
 
 bool backward_fused(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
@@ -55,19 +56,20 @@ bool backward_fused(const Tensor& qkv, const Tensor& out, const Tensor& lse, con
       cudnn_workspace_into(cudnn_workspace, qkv, "attention backward cudnn workspace");
   return cudnn_attention_backward(
       thread_cudnn_handle(zs::cuda::cuda_allocator_of(qkv, "attention")), qkv.raw_device_data(),
-      out.raw_device_data(), lse.device_data<float>(), dout.raw_device_data(), dst.raw_device_data(), shape.batch, shape.seq,
-      shape.channels, shape.heads, shape.causal, qkv.dtype(), accumulate, workspace);
+      out.raw_device_data(), lse.device_data<float>(), dout.raw_device_data(),
+      dst.raw_device_data(), shape.batch, shape.seq, shape.channels, shape.heads, shape.causal,
+      qkv.dtype(), accumulate, workspace);
 }
 
 void backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
               const Tensor& delta, const Tensor& dst, const detail::AttentionShape& shape,
               const Tensor& lengths, bool accumulate) {
   OpContext ctx("attention", {&qkv, &out, &lse, &lengths, &dout, &delta, &dst});
-  attention_backward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(), dout.raw_device_data(),
-                     delta.defined() ? delta.device_data<float>() : nullptr, dst.raw_device_data(), shape.batch,
-                     shape.seq, shape.channels, shape.heads, shape.causal,
-                     lengths.defined() ? lengths.device_data<int32_t>() : nullptr, qkv.dtype(),
-                     dst.dtype(), accumulate, ctx.stream());
+  attention_backward(qkv.raw_device_data(), out.raw_device_data(), lse.device_data<float>(),
+                     dout.raw_device_data(), delta.defined() ? delta.device_data<float>() : nullptr,
+                     dst.raw_device_data(), shape.batch, shape.seq, shape.channels, shape.heads,
+                     shape.causal, lengths.defined() ? lengths.device_data<int32_t>() : nullptr,
+                     qkv.dtype(), dst.dtype(), accumulate, ctx.stream());
 }
 
 }  // namespace

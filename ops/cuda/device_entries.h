@@ -3,9 +3,9 @@
 // table from them once, at static initialization.
 //
 // Each entry is a thin adapter: it checks its tensors' device and stream (OpContext, naming the
-// op), takes their pointers and dtypes, and calls the launchers of ops/cuda/kernels.h,
-// tensor_kernels.h, nn_kernels.h and gemm.h with the arguments the ops passed to them before the
-// table existed. No allocation beyond the launchers' own workspaces, no autograd.
+// op), takes their device pointers and dtypes, and calls the launchers of ops/cuda/kernels.h,
+// tensor_kernels.h, nn_kernels.h and gemm.h. The shared op has already allocated every output,
+// workspace and gradient buffer and records the autograd node: an entry only computes.
 //
 // Internal to zs_ops_cuda. Thread-safety: the fill functions write the table they are given.
 #pragma once

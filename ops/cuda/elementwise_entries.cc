@@ -32,26 +32,30 @@ void check_kernel_dtypes(const char* op, std::initializer_list<const Tensor*> te
 
 void add_entry(const Tensor& a, const Tensor& b, const Tensor& y) {
   OpContext ctx("add", {&a, &b, &y});
-  add(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(), a.dtype(), ctx.stream());
+  add(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(), a.dtype(),
+      ctx.stream());
 }
 
 void add_bias_entry(const Tensor& x, const Tensor& bias, const Tensor& y, int64_t rows,
                     int64_t cols) {
   OpContext ctx("add_bias", {&x, &bias, &y});
-  add_bias(x.raw_device_data(), bias.raw_device_data(), y.raw_device_data(), rows, cols, x.dtype(), ctx.stream());
+  add_bias(x.raw_device_data(), bias.raw_device_data(), y.raw_device_data(), rows, cols, x.dtype(),
+           ctx.stream());
 }
 
 void bias_column_sums_entry(const Tensor& dy, const Tensor& dst, int64_t rows, int64_t cols,
                             bool accumulate) {
   OpContext ctx("add_bias", {&dy, &dst});
   check_kernel_dtypes("add_bias", {&dy, &dst});
-  column_sums_f64(dy.raw_device_data(), dst.raw_device_data(), rows, cols, accumulate, dy.dtype(), ctx.stream());
+  column_sums_f64(dy.raw_device_data(), dst.raw_device_data(), rows, cols, accumulate, dy.dtype(),
+                  ctx.stream());
 }
 
 void scale_entry(const Tensor& x, const Tensor& dst, float alpha, bool accumulate) {
   OpContext ctx("scale", {&x, &dst});
   check_kernel_dtypes("scale", {&x, &dst});
-  scale(x.raw_device_data(), dst.raw_device_data(), alpha, accumulate, x.numel(), x.dtype(), ctx.stream());
+  scale(x.raw_device_data(), dst.raw_device_data(), alpha, accumulate, x.numel(), x.dtype(),
+        ctx.stream());
 }
 
 void scale_inplace_entry(const Tensor& x, float alpha) {
@@ -61,14 +65,15 @@ void scale_inplace_entry(const Tensor& x, float alpha) {
 
 void mul_entry(const Tensor& a, const Tensor& b, const Tensor& y) {
   OpContext ctx("mul", {&a, &b, &y});
-  mul(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(), a.dtype(), ctx.stream());
+  mul(a.raw_device_data(), b.raw_device_data(), y.raw_device_data(), a.numel(), a.dtype(),
+      ctx.stream());
 }
 
 void mul_backward_entry(const Tensor& other, const Tensor& dy, const Tensor& dst, bool accumulate) {
   OpContext ctx("mul", {&dy, &other, &dst});
   check_kernel_dtypes("mul", {&other, &dy, &dst});
-  mul_backward(other.raw_device_data(), dy.raw_device_data(), dst.raw_device_data(), accumulate, dy.numel(), dy.dtype(),
-               ctx.stream());
+  mul_backward(other.raw_device_data(), dy.raw_device_data(), dst.raw_device_data(), accumulate,
+               dy.numel(), dy.dtype(), ctx.stream());
 }
 
 void tanh_forward_entry(const Tensor& x, const Tensor& y) {
@@ -79,8 +84,8 @@ void tanh_forward_entry(const Tensor& x, const Tensor& y) {
 void tanh_backward_entry(const Tensor& y, const Tensor& dy, const Tensor& dst, bool accumulate) {
   OpContext ctx("tanh", {&y, &dy, &dst});
   check_kernel_dtypes("tanh", {&y, &dy, &dst});
-  tanh_backward(y.raw_device_data(), dy.raw_device_data(), dst.raw_device_data(), accumulate, dy.numel(), dy.dtype(),
-                ctx.stream());
+  tanh_backward(y.raw_device_data(), dy.raw_device_data(), dst.raw_device_data(), accumulate,
+                dy.numel(), dy.dtype(), ctx.stream());
 }
 
 void dropout_entry(const Tensor& src, const Tensor& dst, bool accumulate, const RngKey& key,
@@ -100,22 +105,23 @@ void reduce_sum_entry(const char* op, const Tensor& x, detail::SumTerm term, dou
                                     MemoryCategory::kWorkspace, "reduction chunk sums");
   reduce_sum(x.raw_device_data(), x.numel(), x.dtype(),
              term == detail::SumTerm::kSquare ? ReduceTerm::kSumOfSquares : ReduceTerm::kSum,
-             divisor, static_cast<double*>(chunk_sums.raw_device_data()), y.device_data<float>(), ctx.stream());
+             divisor, static_cast<double*>(chunk_sums.raw_device_data()), y.device_data<float>(),
+             ctx.stream());
 }
 
 void fill_from_scalar_entry(const char* op, const Tensor& scalar, double divisor, const Tensor& dst,
                             bool accumulate) {
   OpContext ctx(op, {&scalar, &dst});
-  fill_from_scalar(dst.raw_device_data(), scalar.device_data<float>(), divisor, accumulate, dst.numel(),
-                   dst.dtype(), ctx.stream());
+  fill_from_scalar(dst.raw_device_data(), scalar.device_data<float>(), divisor, accumulate,
+                   dst.numel(), dst.dtype(), ctx.stream());
 }
 
 void sum_of_squares_backward_entry(const Tensor& x, const Tensor& dy, const Tensor& dst,
                                    bool accumulate) {
   OpContext ctx("sum_of_squares", {&x, &dy, &dst});
   check_kernel_dtypes("sum_of_squares", {&x, &dst});
-  sum_of_squares_backward(x.raw_device_data(), dy.device_data<float>(), dst.raw_device_data(), accumulate, x.numel(),
-                          x.dtype(), ctx.stream());
+  sum_of_squares_backward(x.raw_device_data(), dy.device_data<float>(), dst.raw_device_data(),
+                          accumulate, x.numel(), x.dtype(), ctx.stream());
 }
 
 void fill_entry(const Tensor& x, float value) {
@@ -128,7 +134,8 @@ bool all_finite_entry(const Tensor& x) {
   if (x.numel() == 0) return true;
   Tensor flag =
       Tensor::empty({1}, DType::kI32, x.allocator(), MemoryCategory::kWorkspace, "all_finite flag");
-  return all_finite(x.raw_device_data(), x.numel(), x.dtype(), flag.device_data<int32_t>(), ctx.stream());
+  return all_finite(x.raw_device_data(), x.numel(), x.dtype(), flag.device_data<int32_t>(),
+                    ctx.stream());
 }
 
 }  // namespace

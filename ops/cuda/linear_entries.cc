@@ -20,13 +20,14 @@ void gemm_entry(const char* op, bool trans_a, bool trans_b, int64_t m, int64_t n
                 const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, float beta,
                 const Tensor& c, int64_t ldc) {
   OpContext ctx(op, {&a, &b, &c});
-  gemm(ctx.cublas(), trans_a, trans_b, m, n, k, 1.0f, a.raw_device_data(), ld(lda), b.raw_device_data(), ld(ldb),
-       beta, c.raw_device_data(), ld(ldc), a.dtype(), c.dtype());
+  gemm(ctx.cublas(), trans_a, trans_b, m, n, k, 1.0f, a.raw_device_data(), ld(lda),
+       b.raw_device_data(), ld(ldb), beta, c.raw_device_data(), ld(ldc), a.dtype(), c.dtype());
 }
 
 void broadcast_rows_entry(const Tensor& bias, const Tensor& y, int64_t rows, int64_t cols) {
   OpContext ctx("linear", {&bias, &y});
-  broadcast_rows(bias.raw_device_data(), y.device_data<float>(), rows, cols, bias.dtype(), ctx.stream());
+  broadcast_rows(bias.raw_device_data(), y.device_data<float>(), rows, cols, bias.dtype(),
+                 ctx.stream());
 }
 
 void column_sums_entry(const Tensor& dy, const Tensor& db, int64_t rows, int64_t cols,

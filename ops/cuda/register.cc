@@ -19,7 +19,8 @@ namespace {
 
 void convert(const char* op, const Tensor& src, const Tensor& dst) {
   OpContext ctx(op, {&src, &dst});
-  cast(src.raw_device_data(), src.dtype(), dst.raw_device_data(), dst.dtype(), src.numel(), ctx.stream());
+  cast(src.raw_device_data(), src.dtype(), dst.raw_device_data(), dst.dtype(), src.numel(),
+       ctx.stream());
 }
 
 detail::DeviceOps make_table() {

@@ -23,7 +23,6 @@
 namespace zs::comm {
 namespace {
 
-using local_testing::bytes_of;
 using local_testing::contains;
 using local_testing::make;
 using local_testing::Ms;

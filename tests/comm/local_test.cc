@@ -1,13 +1,12 @@
-// Tests for the local backend (comm/local) through the Communicator front, and for the fault
-// wrapper (comm/fault_backend.h).
+// Tests for the local backend (comm/local) through the Communicator front.
 //
 // - The backend-agnostic collective suite (collective_suite.h) on 1, 2, 3 and 4 rank threads.
 // - all_reduce equals reduce_scatter + all_gather bit for bit on random fp32 and bf16 data (where
 //   summation order matters), and both equal the serial fp32 reduction over ranks 0, 1, … in
 //   that order, rounded once.
-// - Subgroups (split), overlap (a Work is asynchronous), timeouts that name the missing rank,
-//   fail-fast when a rank throws, abort, injected faults, eager send/recv, CommStats against
-//   collective_traffic, and bad input.
+// - Subgroups (split), overlap (a Work is asynchronous), eager send/recv, CommStats against
+//   collective_traffic, and bad input. Timeouts, fail-fast, abort, flush and injected faults:
+//   local_failure_test.cc.
 // Timing-sensitive tests use 1 s timeouts and bounds of seconds, never tight ones: they check
 // that a failure arrives "well under the timeout" or "within timeout + 2 s", which holds on a
 // loaded 2-core machine. Every test spawns threads (ranks plus one communicator thread each).

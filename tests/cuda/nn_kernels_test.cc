@@ -66,7 +66,7 @@ class CudaNnKernelTest : public CudaOpTest {
   // A device int32 flag set to INT32_MAX, as the first_bad_* contract asks.
   Tensor device_flag() { return upload(host_ints({1}, {INT32_MAX})); }
   int32_t read_int32(const Tensor& device) { return download(device).data<int32_t>()[0]; }
-  // A device int64 (as two int32 elements: the runtime has no int64 dtype).
+  // A device int64 (as two int32 elements, the layout cross_entropy's kernels take).
   Tensor device_int64() { return device_empty({2}, DType::kI32); }
   static int64_t* as_int64(const Tensor& device) {
     return static_cast<int64_t*>(device.raw_device_data());
