@@ -174,13 +174,15 @@ void AtomicFileWriter::commit() {
     ZS_THROW(IoError, "cannot rename '", temp_path_, "' to '", path_, "': ", errno_message(errno));
   }
   committed_ = true;
-  // The rename itself is durable only once the directory entry is; some filesystems refuse
-  // fsync on a directory (EINVAL), and then there is nothing more to do.
-  const std::string directory = directory_of(path_);
+  // The rename itself is durable only once the directory entry is.
+  sync_directory(directory_of(path_));
+}
+
+void sync_directory(const std::string& directory) {
+  // Some filesystems refuse fsync on a directory (EINVAL), and then there is nothing more to do.
   FileDescriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid() && ::fsync(dir.get()) != 0 && errno != EINVAL) {
-    ZS_THROW(IoError, "fsync of directory '", directory, "' after writing '", path_,
-             "' failed: ", errno_message(errno));
+    ZS_THROW(IoError, "fsync of directory '", directory, "' failed: ", errno_message(errno));
   }
 }
 

@@ -66,6 +66,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Makes the entries of `directory` (a rename into it, a new file) durable: fsync on the
+// directory. Throws IoError naming it.
+void sync_directory(const std::string& directory);
+
 // Writes a file under a temporary name next to `path` (same directory, so rename() is atomic),
 // then commit() flushes it to disk, renames it over `path` and syncs the directory. Readers see
 // either the old file or the complete new one, never a prefix.

@@ -622,10 +622,29 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
 std::vector<ShardedModel::UnitInfo> ShardedModel::units() const {
   std::vector<UnitInfo> out;
   for (const auto& u : units_) {
-    out.push_back(
-        {u->name, u->numel, u->padded, u->shard, u->parameters.size(), u->stays_gathered});
+    UnitInfo info{u->name,           u->numel, u->padded, u->shard, u->parameters.size(),
+                  u->stays_gathered, {}};
+    for (size_t i = 0; i < u->parameters.size(); ++i) {
+      info.parameters.push_back(
+          {u->parameters[i]->name(), u->parameters[i]->shape(), u->offsets[i]});
+    }
+    out.push_back(std::move(info));
   }
   return out;
 }
+
+std::pair<int64_t, int64_t> ShardedModel::master_range(size_t unit, int world_rank) const {
+  ZS_CHECK(unit < units_.size(), "master_range: unit ", unit, " of ", units_.size());
+  ZS_CHECK(world_rank >= 0 && world_rank < comm_.size(), "master_range: rank ", world_rank,
+           " of a world of ", comm_.size());
+  const Unit& u = *units_[unit];
+  // The shard group of a hybrid run is the rank's group of consecutive ranks (the split in the
+  // constructor), where its rank is world_rank % group size.
+  const int group_rank = config_.hybrid_group > 0 ? world_rank % config_.hybrid_group : world_rank;
+  const int64_t begin = policy_.master_begin(group_rank, u.shard);
+  return {begin, begin + policy_.master_numel(u.padded, u.shard)};
+}
+
+void ShardedModel::refresh_from_masters() { refresh_full_parameters(); }
 
 }  // namespace zs::sharding

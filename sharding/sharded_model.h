@@ -96,6 +96,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -211,8 +212,25 @@ class ShardedModel {
     // Its full parameters are never released: every unit where they persist (stages 0–2), and
     // stage 3's units under keep_gathered_below_bytes (StagePolicy::stays_gathered).
     bool stays_gathered;
+    // The unit's parameters in flat-buffer order: name, shape and element offset in the buffer
+    // (what a checkpoint records to map shard files back to tensors).
+    struct Parameter {
+      std::string name;
+      Shape shape;
+      int64_t offset;
+    };
+    std::vector<Parameter> parameters;
   };
   std::vector<UnitInfo> units() const;
+  // The elements [begin, end) of unit `unit`'s flat buffer that world rank `world_rank` keeps as
+  // its master (local_shards()[unit].master on that rank): stage 0 all of them, else the slice
+  // of its rank in the shard group.
+  std::pair<int64_t, int64_t> master_range(size_t unit, int world_rank) const;
+  // After the masters were written through local_shards() (a checkpoint restore): makes the
+  // parameters the model computes with consistent with them again, as after_step() does
+  // (compute-dtype casts; stages 1/2 and stage 3's kept units re-gather). Collective over the
+  // shard group; call between steps.
+  void refresh_from_masters();
 
   // Parameter import and export, for weight files and checkpoints that hold whole parameters.
   // Both are collectives over the world (every rank calls them, between steps: not inside a

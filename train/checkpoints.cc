@@ -1,11 +1,453 @@
-// make_checkpointer and data_position (train/checkpoints.h).
+// make_checkpointer, data_position and the sharded checkpointer behind them (train/checkpoints.h).
+//
+// A save is four steps, each closed by one small all-reduce over the world that doubles as the
+// barrier and as the agreement on whether every rank succeeded (so an error on one rank stops
+// every rank at the same point, with the failing rank's own error on that rank and an error
+// naming it on the others): rank 0 makes the temporary directory (its name reaches every rank);
+// every rank writes and fsyncs its file (the checksums reach rank 0 in the same all-reduce);
+// rank 0 writes meta.json, renames the directory, replaces `latest` and prunes. A restore is
+// two: every rank reads the metadata and verifies its own file, the ranks agree, then all apply.
 #include "train/checkpoints.h"
 
-namespace zs::train {
+#include <unistd.h>
 
-std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& /*config*/,
-                                                const TrainState& /*state*/) {
-  return std::make_unique<NoCheckpoints>();
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/shard_files.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/logging.h"
+
+namespace zs::train {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kMetaFile = "meta.json";
+
+// The run's flags as they were resolved (what --help names them), for the metadata.
+json flags_json(const TrainConfig& c) {
+  return {{"task", c.task},
+          {"model", c.model},
+          {"model_config", c.model_config},
+          {"init_from", c.init_from},
+          {"data", c.data},
+          {"eval_data", c.eval_data},
+          {"text", c.text},
+          {"seq_len", c.seq_len},
+          {"micro_batch", c.micro_batch},
+          {"grad_accum", c.grad_accum},
+          {"backend", c.backend},
+          {"device", c.device},
+          {"ranks", c.ranks},
+          {"zero_stage", c.stage},
+          {"hybrid_group", c.hybrid_group},
+          {"precision", dtype_name(c.precision)},
+          {"reduce_dtype", dtype_name(c.reduce_dtype_set ? c.reduce_dtype : c.precision)},
+          {"static_loss_scale", c.static_loss_scale},
+          {"optimizer", c.optimizer},
+          {"lr", c.lr},
+          {"min_lr", c.min_lr},
+          {"warmup", c.warmup_steps},
+          {"decay", optim::lr_decay_name(c.decay)},
+          {"weight_decay", c.weight_decay},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps},
+          {"momentum", c.momentum},
+          {"nesterov", c.nesterov},
+          {"clip", c.clip},
+          {"steps", c.steps},
+          {"epochs", c.epochs},
+          {"seed", c.seed},
+          {"checkpoint_dir", c.checkpoint_dir},
+          {"checkpoint_interval", c.checkpoint_interval},
+          {"keep_checkpoints", c.keep_checkpoints},
+          {"resume", c.resume}};
+}
+
+// A 64-bit value as four 16-bit pieces, each exact in an fp32 all-reduce.
+void put_u64(std::vector<float>& row, size_t at, uint64_t value) {
+  for (size_t i = 0; i < 4; ++i) row[at + i] = static_cast<float>((value >> (16 * i)) & 0xffff);
+}
+uint64_t get_u64(const float* pieces) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 4; ++i) value |= static_cast<uint64_t>(pieces[i]) << (16 * i);
+  return value;
+}
+
+uint64_t parse_checksum(const std::string& text) {
+  const std::string prefix = "fnv1a64:";
+  ZS_CHECK_AS(CorruptCheckpoint, text.compare(0, prefix.size(), prefix) == 0, "unknown checksum '",
+              text, "'");
+  return std::strtoull(text.c_str() + prefix.size(), nullptr, 16);
+}
+
+class ShardedCheckpointer final : public Checkpointer {
+ public:
+  ShardedCheckpointer(const TrainConfig& config, const TrainState& state)
+      : c_(config),
+        s_(state),
+        rank_(state.comm->rank()),
+        world_(state.comm->size()),
+        lead_(rank_ == 0),
+        plan_(translate(config, rank_, world_)) {}
+
+  int64_t restore() override;
+  bool due(int64_t completed, bool last) const override {
+    return !c_.checkpoint_dir.empty() &&
+           (last || (c_.checkpoint_interval > 0 && completed % c_.checkpoint_interval == 0));
+  }
+  void save(int64_t completed) override;
+
+ private:
+  // Each rank's `mine` (all of the same width) as one row of a [world × width] table that every
+  // rank gets: one all-reduce of a zero table with each rank's own row filled in (sums of one
+  // value and zeros are exact). Also the barrier of the step it closes.
+  std::vector<float> agree(const std::vector<float>& mine, const std::string& what) const;
+  json metadata(int64_t completed, const std::vector<uint64_t>& checksums) const;
+  // Verifies `dir` on every rank and, when all agree, loads it and returns its completed steps.
+  // A corrupt or torn checkpoint: -1 when `skip_corrupt`, else the error (naming the file);
+  // an incompatible one (version, world size, stage, model) is an error either way.
+  int64_t load(const std::string& dir, bool skip_corrupt);
+  void check_compatible(const json& meta, const std::string& dir) const;
+  // Why rank `rank` could not verify its file of `dir`, told on a rank that could verify its own
+  // (and so parsed `meta`): the same check of that rank's file, run here. The error path only.
+  std::string peer_failure(const std::string& dir, const json& meta, int rank) const;
+
+  const TrainConfig& c_;
+  const TrainState s_;
+  const int rank_;
+  const int world_;
+  const bool lead_;
+  const TrainPlan plan_;
+};
+
+std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
+                                              const std::string& what) const {
+  const size_t width = mine.size();
+  std::vector<float> table(width * static_cast<size_t>(world_), 0.0f);
+  std::copy(mine.begin(), mine.end(), table.begin() + static_cast<ptrdiff_t>(width * rank_));
+  Tensor t = Tensor::empty({static_cast<int64_t>(table.size())}, DType::kF32, *s_.compute,
+                           MemoryCategory::kCommBuffers, "checkpoint: " + what);
+  t.copy_from(table);
+  s_.comm->all_reduce(t, comm::ReduceOp::kSum, {comm::default_timeout(), "checkpoint: " + what})
+      ->wait();
+  return t.to_vector();
+}
+
+json ShardedCheckpointer::metadata(int64_t completed,
+                                   const std::vector<uint64_t>& checksums) const {
+  json files = json::array();
+  const uint64_t bytes = checkpoint::rank_file_bytes(*s_.optimizer);
+  for (int r = 0; r < world_; ++r) {
+    files.push_back({{"rank", r},
+                     {"name", checkpoint::rank_file_name(r)},
+                     {"bytes", bytes},
+                     {"checksum", checkpoint::checksum_text(checksums[static_cast<size_t>(r)])}});
+  }
+  json model = nullptr;
+  if (s_.gpt) {
+    model = {{"n_layer", s_.gpt->n_layer},
+             {"width", s_.gpt->width},
+             {"n_head", s_.gpt->n_head},
+             {"vocab_size", s_.gpt->vocab_size},
+             {"context", s_.gpt->context}};
+  }
+  const OptimizerSettings& o = plan_.optimizer;
+  json hyper = o.choice == OptimizerChoice::kSgd ? json{{"momentum", o.sgd.momentum},
+                                                        {"nesterov", o.sgd.nesterov},
+                                                        {"weight_decay", o.sgd.weight_decay}}
+                                                 : json{{"beta1", o.adamw.beta1},
+                                                        {"beta2", o.adamw.beta2},
+                                                        {"eps", o.adamw.eps},
+                                                        {"weight_decay", o.adamw.weight_decay}};
+  json scaler = nullptr;
+  if (s_.scaler) {
+    const optim::LossScalerState st = s_.scaler->state();
+    scaler = {{"scale", st.scale},
+              {"good_steps", st.good_steps},
+              {"consecutive_overflows", st.consecutive_overflows},
+              {"skipped_steps", st.skipped_steps}};
+  }
+  const data::BatchPosition position =
+      data_position(*s_.sampler, completed, s_.micro_batches_per_step);
+  const ScheduleSettings& sched = plan_.schedule;
+  return {{"format", "zeroshard sharded checkpoint"},
+          {"format_version", kCheckpointFormatVersion},
+          {"completed_steps", completed},
+          {"world_size", world_},
+          {"stage", c_.stage},
+          {"hybrid_group", c_.hybrid_group},
+          {"alignment", plan_.sharding.alignment},
+          {"model", model},
+          {"layout", checkpoint::layout_json(*s_.model, world_, *s_.optimizer)},
+          {"optimizer",
+           {{"kind", c_.optimizer}, {"steps", s_.optimizer->steps()}, {"hyperparameters", hyper}}},
+          {"schedule",
+           {{"decay", optim::lr_decay_name(sched.decay)},
+            {"peak_lr", sched.peak_lr},
+            {"min_lr", sched.min_lr},
+            {"warmup_steps", sched.warmup_steps},
+            {"next_lr", s_.schedule->lr(completed)}}},
+          {"loss_scaler", scaler},
+          {"data",
+           {{"micro_batches_per_step", s_.micro_batches_per_step},
+            {"epoch", position.epoch},
+            {"micro_batch", position.step}}},
+          // Every random stream is keyed by (seed, stream, counter) with counters derived from
+          // parameter indices and completed steps: the seed and completed_steps restore them all.
+          {"rng", {{"seed", s_.seed}}},
+          {"flags", flags_json(c_)},
+          {"files", files}};
+}
+
+void ShardedCheckpointer::save(int64_t completed) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string& dir = c_.checkpoint_dir;
+  // 1. Rank 0 makes the temporary directory; its name (rank 0's pid, exact in fp32 below
+  // 2^24) reaches every rank through the agreement.
+  std::exception_ptr error;
+  float token = 0;
+  if (lead_) {
+    try {
+      token = static_cast<float>(::getpid() & 0xffffff);
+      checkpoint::make_temp_step_dir(dir, completed, static_cast<int64_t>(token));
+    } catch (...) {
+      error = std::current_exception();
+      token = -1;
+    }
+  }
+  token = agree({token}, "temporary directory")[0];
+  if (error) std::rethrow_exception(error);
+  ZS_CHECK_AS(IoError, token >= 0, "rank 0 could not create a temporary checkpoint directory in '",
+              dir, "' (its error says why)");
+  const std::string temp = (fs::path(dir) / (".tmp-" + checkpoint::step_dir_name(completed) + "-" +
+                                             std::to_string(static_cast<int64_t>(token))))
+                               .string();
+  // 2. Every rank writes its file, in parallel.
+  std::vector<float> row(5, 0.0f);
+  try {
+    put_u64(row, 1,
+            checkpoint::write_rank_file(
+                (fs::path(temp) / checkpoint::rank_file_name(rank_)).string(), *s_.optimizer));
+    row[0] = 1;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::vector<float> rows = agree(row, "rank files written");
+  if (error) std::rethrow_exception(error);
+  std::vector<uint64_t> checksums;
+  for (int r = 0; r < world_; ++r) {
+    ZS_CHECK_AS(IoError, rows[5 * static_cast<size_t>(r)] == 1, "checkpoint of step ", completed,
+                ": rank ", r, " could not write ", checkpoint::rank_file_name(r), " in '", temp,
+                "' (its error says why); the previous checkpoints are intact");
+    checksums.push_back(get_u64(&rows[5 * static_cast<size_t>(r) + 1]));
+  }
+  // 3. Rank 0 publishes: the metadata, the directory under its step name, `latest`, pruning.
+  std::string published;
+  if (lead_) {
+    try {
+      detail::AtomicFileWriter meta((fs::path(temp) / kMetaFile).string());
+      const std::string text = metadata(completed, checksums).dump(1) + "\n";
+      meta.write(text.data(), text.size());
+      meta.commit();
+      published = checkpoint::commit_step_dir(temp, dir, completed);
+      checkpoint::publish_latest(dir, completed);
+      for (const std::string& old : checkpoint::prune_step_dirs(dir, c_.keep_checkpoints)) {
+        ZS_LOG_INFO("deleted checkpoint {} (--keep-checkpoints {})", old, c_.keep_checkpoints);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  const bool ok = agree({error ? 0.0f : 1.0f}, "checkpoint published")[0] == 1.0f;
+  if (error) std::rethrow_exception(error);
+  ZS_CHECK_AS(IoError, ok, "rank 0 could not publish the checkpoint of step ", completed, " in '",
+              dir, "' (its error says why)");
+  if (lead_) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ZS_LOG_INFO("saved checkpoint {} ({} ranks x {} bytes) in {:.3f} s", published, world_,
+                checkpoint::rank_file_bytes(*s_.optimizer), seconds);
+  }
+}
+
+void ShardedCheckpointer::check_compatible(const json& meta, const std::string& dir) const {
+  const int version = meta.at("format_version").get<int>();
+  ZS_CHECK(version <= kCheckpointFormatVersion, "checkpoint '", dir, "' has format version ",
+           version, ", newer than this zeroshard reads (", kCheckpointFormatVersion,
+           "); load it with the zeroshard that wrote it, or a newer one");
+  ZS_CHECK_AS(CorruptCheckpoint, version >= 1, "checkpoint '", dir, "' has format version ",
+              version);
+  const int world = meta.at("world_size").get<int>();
+  const int stage = meta.at("stage").get<int>();
+  const int hybrid = meta.at("hybrid_group").get<int>();
+  ZS_CHECK(world == world_ && stage == c_.stage && hybrid == c_.hybrid_group, "checkpoint '", dir,
+           "' was saved by ", world, " ranks at stage ", stage,
+           hybrid > 0 ? " hybrid group " + std::to_string(hybrid) : std::string(),
+           "; this run has ", world_, " ranks at stage ", c_.stage,
+           c_.hybrid_group > 0 ? " hybrid group " + std::to_string(c_.hybrid_group) : std::string(),
+           ". Resharding a checkpoint to another world size or stage is not supported yet: "
+           "resume with the configuration that saved it");
+  ZS_CHECK(meta.at("alignment").get<int64_t>() == plan_.sharding.alignment, "checkpoint '", dir,
+           "' was saved with shard alignment ", meta.at("alignment").dump(), ", this run uses ",
+           plan_.sharding.alignment);
+  checkpoint::check_layout(meta.at("layout"), *s_.model, *s_.optimizer, dir);
+  ZS_CHECK_AS(CorruptCheckpoint, meta.at("files").size() == static_cast<size_t>(world_),
+              "checkpoint '", dir, "' lists ", meta.at("files").size(), " rank files for ", world_,
+              " ranks");
+}
+
+std::string ShardedCheckpointer::peer_failure(const std::string& dir, const json& meta,
+                                              int rank) const {
+  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
+  try {
+    const json& entry = meta.at("files").at(static_cast<size_t>(rank));
+    checkpoint::RankFileReader(file, *s_.optimizer,
+                               parse_checksum(entry.at("checksum").get<std::string>()));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "checkpoint file '" + file + "' could not be verified there (its error says why)";
+}
+
+int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
+  // Status per rank: 0 verified, 1 corrupt or torn, 2 incompatible with this run.
+  float status = 0;
+  std::exception_ptr error;
+  std::string why;
+  json meta;
+  std::unique_ptr<checkpoint::RankFileReader> reader;
+  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank_)).string();
+  try {
+    const std::string meta_path = (fs::path(dir) / kMetaFile).string();
+    std::ifstream in(meta_path);
+    ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint '", dir, "' has no readable ", kMetaFile,
+                " (a torn save?)");
+    try {
+      meta = json::parse(in);
+      check_compatible(meta, dir);
+    } catch (const json::exception& e) {
+      ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", meta_path,
+               "' is not what this "
+               "zeroshard wrote: ",
+               e.what());
+    }
+    const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
+    reader = std::make_unique<checkpoint::RankFileReader>(
+        file, *s_.optimizer, parse_checksum(entry.at("checksum").get<std::string>()));
+  } catch (const InvalidArgument&) {
+    status = 2;
+    error = std::current_exception();
+  } catch (const std::exception& e) {
+    status = 1;
+    why = e.what();
+    error = std::current_exception();
+  }
+  const std::vector<float> statuses = agree({status}, "checkpoint verified");
+  int worst_rank = -1;
+  for (int r = 0; r < world_; ++r) {
+    if (statuses[static_cast<size_t>(r)] > 0 &&
+        (worst_rank < 0 ||
+         statuses[static_cast<size_t>(r)] > statuses[static_cast<size_t>(worst_rank)])) {
+      worst_rank = r;
+    }
+  }
+  if (worst_rank >= 0) {
+    const bool incompatible = statuses[static_cast<size_t>(worst_rank)] == 2;
+    if (skip_corrupt && !incompatible) {
+      if (error) ZS_LOG_WARN("--resume auto: skipping checkpoint '{}': {}", dir, why);
+      if (lead_ && !error) {
+        ZS_LOG_WARN("--resume auto: skipping checkpoint '{}': rank {}: {}", dir, worst_rank,
+                    peer_failure(dir, meta, worst_rank));
+      }
+      return -1;
+    }
+    if (error) std::rethrow_exception(error);
+    if (incompatible) {
+      ZS_THROW(InvalidArgument, "checkpoint '", dir, "' does not fit this run (rank ", worst_rank,
+               "'s error says why)");
+    }
+    ZS_THROW(CorruptCheckpoint, "rank ", worst_rank, ": ", peer_failure(dir, meta, worst_rank));
+  }
+  reader->apply(*s_.optimizer);
+  s_.optimizer->set_steps(meta.at("optimizer").at("steps").get<int64_t>());
+  const json& scaler = meta.at("loss_scaler");
+  if (s_.scaler && !scaler.is_null()) {
+    optim::LossScalerState st;
+    st.scale = scaler.at("scale").get<float>();
+    st.good_steps = scaler.at("good_steps").get<int64_t>();
+    st.consecutive_overflows = scaler.at("consecutive_overflows").get<int>();
+    st.skipped_steps = scaler.at("skipped_steps").get<int64_t>();
+    s_.scaler->load_state(st);
+  }
+  s_.model->refresh_from_masters();
+  const int64_t completed = meta.at("completed_steps").get<int64_t>();
+  if (lead_) {
+    const data::BatchPosition position =
+        data_position(*s_.sampler, completed, s_.micro_batches_per_step);
+    ZS_LOG_INFO("resumed from checkpoint {} after {} steps (data at epoch {}, micro-batch {})", dir,
+                completed, position.epoch, position.step);
+  }
+  return completed;
+}
+
+int64_t ShardedCheckpointer::restore() {
+  if (c_.resume.empty()) return 0;
+  if (c_.resume != "auto") return load(c_.resume, false);
+  const std::string& dir = c_.checkpoint_dir;
+  std::vector<std::string> candidates;
+  const std::string latest = checkpoint::read_latest(dir);
+  if (!latest.empty()) {
+    const std::string path = (fs::path(dir) / latest).string();
+    if (fs::is_directory(path)) {
+      candidates.push_back(path);
+    } else if (lead_) {
+      ZS_LOG_WARN(
+          "--resume auto: {}/latest names '{}', which does not exist (a torn save?); "
+          "looking for older checkpoints",
+          dir, latest);
+    }
+  }
+  for (const std::string& path : checkpoint::step_dirs(dir)) {
+    if (candidates.empty() || path != candidates.front()) candidates.push_back(path);
+  }
+  if (candidates.empty()) {
+    if (lead_) ZS_LOG_INFO("--resume auto: no checkpoint in '{}' yet; starting from scratch", dir);
+    return 0;
+  }
+  for (const std::string& path : candidates) {
+    const int64_t completed = load(path, true);
+    if (completed >= 0) return completed;
+  }
+  ZS_THROW(CorruptCheckpoint, "--resume auto: none of the ", candidates.size(), " checkpoints in '",
+           dir, "' verifies (the warnings above say why); restore one, or start without --resume");
+}
+
+}  // namespace
+
+std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& config,
+                                                const TrainState& state) {
+  if (config.checkpoint_dir.empty() && config.resume.empty()) {
+    return std::make_unique<NoCheckpoints>();
+  }
+  ZS_CHECK(state.model && state.optimizer && state.schedule && state.sampler && state.comm &&
+               state.compute,
+           "make_checkpointer: the train state is incomplete");
+  return std::make_unique<ShardedCheckpointer>(config, state);
 }
 
 data::BatchPosition data_position(const data::BatchSampler& sampler, int64_t completed_steps,

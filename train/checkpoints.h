@@ -1,16 +1,25 @@
 // The state a checkpoint of a run holds, named in one place, and the checkpointer the engine
-// plugs into the loop's save/restore seam (train/loop.h, Checkpointer). Writing and reading
-// checkpoints is not implemented yet: make_checkpointer returns one that restores nothing and
-// never saves, so a run behaves as without the seam.
+// plugs into the loop's save/restore seam (train/loop.h, Checkpointer). Without
+// --checkpoint-dir and --resume, make_checkpointer returns one that restores nothing and never
+// saves; otherwise a ShardedCheckpointer (train/checkpoints.cc): every rank writes its own file
+// of masters and optimizer state in parallel (checkpoint/shard_files.h), rank 0 one meta.json
+// (model, world size, stage, hybrid group, alignment, unit layout, optimizer, loss scaler,
+// completed steps and data position, seed, the run's flags, a checksum per file), all published
+// atomically (checkpoint/checkpoint_dir.h). A restore needs the same world size and stage
+// (resharding is a later step) and is exact: the resumed run gives the same bits as the
+// uninterrupted one. Saves are synchronous.
 //
 // TrainState points at the rank's objects; it owns nothing and is valid while the engine's rank
-// run is (the checkpointer must not outlive it). One rank's thread uses it.
+// run is (the checkpointer must not outlive it). One rank's thread uses it; save() and restore()
+// are collectives over the world (every rank calls them at the same steps).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "comm/communicator.h"
 #include "data/sampler.h"
+#include "models/gpt.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -40,6 +49,12 @@ struct TrainState {
   uint64_t seed = 0;
   // The run's configuration (its flags, for the metadata).
   const TrainConfig* config = nullptr;
+  // The GPT's resolved shape (null for other models), for the metadata.
+  const models::GptConfig* gpt = nullptr;
+  // The world (saves agree over it) and where its small agreement tensors live (the
+  // communicator's buffer device).
+  comm::Communicator* comm = nullptr;
+  Allocator* compute = nullptr;
 };
 
 // Restores nothing, never saves.
@@ -50,7 +65,11 @@ class NoCheckpoints final : public Checkpointer {
   void save(int64_t) override {}
 };
 
-// The checkpointer for `config` over `state`.
+// The format version meta.json carries; a checkpoint of a newer version is refused.
+constexpr int kCheckpointFormatVersion = 1;
+
+// The checkpointer for `config` over `state`: NoCheckpoints without --checkpoint-dir and
+// --resume, else one that saves and restores sharded checkpoints.
 std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& config, const TrainState& state);
 
 // The data position after `completed_steps` steps of `micro_batches_per_step` micro-batches.

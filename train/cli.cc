@@ -126,6 +126,22 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "write the trained weights at the end (.safetensors, or llm.c .bin)")
       ->group(kModel);
 
+  const std::string kCheckpoints = "Checkpoints";
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "save sharded checkpoints here (DIR/step-000120/, DIR/latest), one file per rank "
+                 "plus meta.json; the last one at the end of the run")
+      ->group(kCheckpoints);
+  app.add_option("--checkpoint-interval", c.checkpoint_interval,
+                 "save every N optimizer steps (0: only at the end)")
+      ->group(kCheckpoints);
+  app.add_option("--keep-checkpoints", c.keep_checkpoints,
+                 "keep the newest K checkpoints, delete older ones")
+      ->group(kCheckpoints);
+  app.add_option("--resume", c.resume,
+                 "auto: continue from the newest checkpoint in --checkpoint-dir that verifies "
+                 "(fresh if none); or a step directory to continue from (same ranks and stage)")
+      ->group(kCheckpoints);
+
   const std::string kData = "Data";
   app.add_option("--data", c.data, "training token file (zeroshard or llm.c .bin)")->group(kData);
   app.add_option("--eval-data", c.eval_data, "evaluation token file")->group(kData);

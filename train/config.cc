@@ -434,6 +434,13 @@ void validate(const TrainConfig& c, int world) {
            "text), not both");
   ZS_CHECK(c.static_loss_scale >= 0, "the static loss scale must be >= 0, got ",
            c.static_loss_scale);
+  ZS_CHECK(c.checkpoint_interval >= 0,
+           "--checkpoint-interval must be >= 0 (0 = at the end only), got ", c.checkpoint_interval);
+  ZS_CHECK(c.keep_checkpoints >= 1, "--keep-checkpoints must be >= 1, got ", c.keep_checkpoints);
+  ZS_CHECK(!c.checkpoint_dir.empty() || c.checkpoint_interval == 0,
+           "--checkpoint-interval needs --checkpoint-dir (where to save)");
+  ZS_CHECK(c.resume != "auto" || !c.checkpoint_dir.empty(),
+           "--resume auto looks in --checkpoint-dir; give it, or --resume with a step directory");
 }
 
 std::string describe(const TrainConfig& c) {

@@ -124,6 +124,16 @@ struct TrainConfig {
   float sample_temperature = 0.8f;  // 0: greedy; else softmax(logits / T) over the top 40
 
   bool progress = true;  // a progress line when stdout is a terminal
+
+  // Sharded checkpoints (train/checkpoints.h): saved into checkpoint_dir every
+  // checkpoint_interval steps (0: only at the end of the run) and at the end, keeping the newest
+  // keep_checkpoints; resume: "" starts fresh, "auto" loads the newest checkpoint in
+  // checkpoint_dir that verifies (fresh when there is none), anything else is the step
+  // directory to load.
+  std::string checkpoint_dir;
+  int64_t checkpoint_interval = 0;
+  int keep_checkpoints = 3;
+  std::string resume;
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the

@@ -153,6 +153,9 @@ class RankRun final : private StepRunner {
     state.micro_batches_per_step = plan_.micro_batches_per_step;
     state.seed = c_.seed;
     state.config = &c_;
+    state.gpt = task_->gpt() ? &task_->gpt()->config() : nullptr;
+    state.comm = &comm_;
+    state.compute = &compute_;
     checkpointer_ = make_checkpointer(c_, state);
     rank_ = std::make_unique<RankContext>(RankContext{c_, data_, comm_, lead_, tracker_, allocator_,
                                                       compute_, device_.get(), *task_, *sharded_,

@@ -21,6 +21,7 @@
 #include "ops/cpu/gemm.h"
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
+#include "tests/support/short_run.h"
 #include "train/config.h"
 #include "train/engine.h"
 
@@ -102,27 +103,8 @@ const std::vector<Golden> kGolden = {
 
 uint64_t run_and_hash(const ScratchDir& dir, const std::string& corpus, const HashedRun& run,
                       DType precision) {
-  TrainConfig c;
-  c.text = {corpus};
-  c.model = "tiny";
-  c.n_layer = 2;
-  c.width = 32;
-  c.n_head = 2;
-  c.context = 32;
-  c.micro_batch = 2;
-  c.grad_accum = 2;
-  c.ranks = run.ranks;
-  c.stage = run.stage;
+  TrainConfig c = zs::testing::short_gpt_run(corpus, run.ranks, run.stage, precision);
   c.hybrid_group = run.hybrid_group;
-  c.precision = precision;
-  c.threads = 1;
-  c.steps = 6;
-  c.lr = 3e-3f;
-  c.warmup_steps = 2;
-  c.clip = 1.0f;
-  c.log_interval = 1000;
-  c.eval_batches = 1;
-  c.progress = false;
   c.save_weights = dir.path(std::string(run.name) + "-" + dtype_name(precision) + ".safetensors");
   run_training(c);
   return parameter_hash(c.save_weights);
@@ -144,7 +126,8 @@ TEST(ParameterHash, EveryStageGivesTheRecordedBits) {
       }
       bool found = false;
       for (const Golden& golden : kGolden) {
-        if (fingerprint == golden.fingerprint && std::string(dtype_name(precision)) == golden.precision &&
+        if (fingerprint == golden.fingerprint &&
+            std::string(dtype_name(precision)) == golden.precision &&
             static_cast<size_t>(golden.group) == g) {
           found = recorded_here = true;
           EXPECT_EQ(hashes.front(), golden.hash)
@@ -159,9 +142,10 @@ TEST(ParameterHash, EveryStageGivesTheRecordedBits) {
     }
   }
   if (!recorded_here) {
-    std::printf("no recorded hashes for '%s': checked that the stages agree only; add the rows "
-                "above to kGolden in %s to pin them\n",
-                fingerprint.c_str(), __FILE__);
+    std::printf(
+        "no recorded hashes for '%s': checked that the stages agree only; add the rows "
+        "above to kGolden in %s to pin them\n",
+        fingerprint.c_str(), __FILE__);
   }
 }
 

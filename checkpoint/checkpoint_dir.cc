@@ -1,0 +1,116 @@
+// The checkpoint directory layout and its atomic steps (checkpoint/checkpoint_dir.h).
+#include "checkpoint/checkpoint_dir.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <utility>
+
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+
+namespace zs::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStepPrefix = "step-";
+constexpr const char* kLatest = "latest";
+
+void remove_tree(const fs::path& path) {
+  std::error_code error;
+  fs::remove_all(path, error);
+  ZS_CHECK_AS(IoError, !error, "cannot remove '", path.string(), "': ", error.message());
+}
+
+}  // namespace
+
+std::string step_dir_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%s%06lld", kStepPrefix, static_cast<long long>(step));
+  return name;
+}
+
+int64_t step_of_dir_name(const std::string& name) {
+  const std::string prefix = kStepPrefix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  if (name.size() - prefix.size() > 18) return -1;
+  int64_t step = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  ZS_CHECK_AS(IoError, !error, "cannot create the checkpoint directory '", dir,
+              "': ", error.message());
+  const fs::path temp =
+      fs::path(dir) / (".tmp-" + step_dir_name(step) + "-" + std::to_string(token));
+  remove_tree(temp);
+  fs::create_directory(temp, error);
+  ZS_CHECK_AS(IoError, !error, "cannot create '", temp.string(), "': ", error.message());
+  return temp.string();
+}
+
+std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step) {
+  detail::sync_directory(temp_dir);
+  const fs::path final_dir = fs::path(dir) / step_dir_name(step);
+  // A directory of this step that exists already was never published by this run: an earlier
+  // run saved it and this one resumed from an older checkpoint (or `latest` was not replaced
+  // before a crash). The new save supersedes it.
+  remove_tree(final_dir);
+  std::error_code error;
+  fs::rename(temp_dir, final_dir, error);
+  ZS_CHECK_AS(IoError, !error, "cannot rename '", temp_dir, "' to '", final_dir.string(),
+              "': ", error.message());
+  detail::sync_directory(dir);
+  return final_dir.string();
+}
+
+void publish_latest(const std::string& dir, int64_t step) {
+  detail::AtomicFileWriter latest((fs::path(dir) / kLatest).string());
+  const std::string text = step_dir_name(step) + "\n";
+  latest.write(text.data(), text.size());
+  latest.commit();
+}
+
+std::string read_latest(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / kLatest);
+  std::string name;
+  if (!in || !std::getline(in, name)) return "";
+  while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+std::vector<std::string> step_dirs(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const int64_t step = step_of_dir_name(it->path().filename().string());
+    if (step >= 0 && it->is_directory()) found.emplace_back(step, it->path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second > b.second;
+  });
+  std::vector<std::string> paths;
+  for (auto& entry : found) paths.push_back(std::move(entry.second));
+  return paths;
+}
+
+std::vector<std::string> prune_step_dirs(const std::string& dir, int keep) {
+  std::vector<std::string> deleted;
+  const std::vector<std::string> dirs = step_dirs(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < dirs.size(); ++i) {
+    remove_tree(dirs[i]);
+    deleted.push_back(dirs[i]);
+  }
+  return deleted;
+}
+
+}  // namespace zs::checkpoint

@@ -1,0 +1,45 @@
+// The directory layout of sharded checkpoints and the steps that make a save atomic.
+//
+//   DIR/step-000120/meta.json, rank-00000.bin, ...   one complete checkpoint per step
+//   DIR/.tmp-step-000120-<token>/                    a save in progress (never loaded)
+//   DIR/latest                                       "step-000120\n": the newest complete one
+//
+// A save writes into the temporary directory, fsyncs its files, renames the directory to its
+// step name and fsyncs DIR; only then is `latest` replaced (write to a temporary name, fsync,
+// rename). A crash at any point leaves every published checkpoint intact: a torn save is a
+// .tmp-* directory or a step directory that `latest` does not name yet, and --resume auto skips
+// what does not verify. Pruning deletes older step directories after `latest` moved.
+//
+// Free functions over paths; errors are IoError naming the path and errno's text. Not for
+// concurrent writers to the same DIR (one run saves at a time; readers may run any time).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zs::checkpoint {
+
+// "step-000120".
+std::string step_dir_name(int64_t step);
+// The step of a directory name "step-000120" (any number of digits), or -1 for other names.
+int64_t step_of_dir_name(const std::string& name);
+
+// Creates `dir` (with its parents) and an empty DIR/.tmp-step-<step>-<token>/, removing a
+// leftover of the same name first; returns its path.
+std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token);
+// Makes the temporary directory the checkpoint of `step`: fsyncs it, renames it to
+// DIR/step-<step> (replacing an unpublished directory of that name left by an earlier run),
+// fsyncs DIR. Returns the step directory's path.
+std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step);
+// Points DIR/latest at the step directory of `step`, atomically.
+void publish_latest(const std::string& dir, int64_t step);
+// The directory name DIR/latest holds ("" when there is no such file).
+std::string read_latest(const std::string& dir);
+
+// The step directories in `dir`, newest (highest step) first, as paths.
+std::vector<std::string> step_dirs(const std::string& dir);
+// Deletes all but the newest `keep` step directories; returns the deleted paths.
+std::vector<std::string> prune_step_dirs(const std::string& dir, int keep);
+
+}  // namespace zs::checkpoint

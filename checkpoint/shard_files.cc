@@ -1,0 +1,159 @@
+// Rank files of sharded checkpoints and their layout metadata (checkpoint/shard_files.h).
+#include "checkpoint/shard_files.h"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace zs::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+// Every tensor of the file in order: per view, its master, then its state tensors.
+template <typename Visit>
+void for_each_file_tensor(const optim::Optimizer& optimizer, Visit&& visit) {
+  for (size_t i = 0; i < optimizer.num_views(); ++i) {
+    visit(optimizer.view(i).master);
+    for (const Tensor& state : optimizer.state(i)) visit(state);
+  }
+}
+
+std::string shape_text(const json& shape) { return shape.dump(); }
+
+}  // namespace
+
+uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash) {
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  for (size_t i = 0; i < count; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return hash;
+}
+
+std::string checksum_text(uint64_t checksum) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "fnv1a64:%016llx", static_cast<unsigned long long>(checksum));
+  return text;
+}
+
+std::string rank_file_name(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "rank-%05d.bin", rank);
+  return name;
+}
+
+uint64_t rank_file_bytes(const optim::Optimizer& optimizer) {
+  uint64_t bytes = 0;
+  for_each_file_tensor(optimizer, [&](const Tensor& t) { bytes += t.numel() * sizeof(float); });
+  return bytes;
+}
+
+uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer) {
+  detail::AtomicFileWriter file(path);
+  uint64_t checksum = kFnv64Basis;
+  std::vector<float> host;
+  for_each_file_tensor(optimizer, [&](const Tensor& t) {
+    ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
+             ", expected fp32 masters and optimizer state");
+    host.resize(static_cast<size_t>(t.numel()));
+    t.copy_to_host(host.data());
+    const size_t bytes = host.size() * sizeof(float);
+    checksum = fnv1a64(host.data(), bytes, checksum);
+    file.write(host.data(), bytes);
+  });
+  file.commit();
+  return checksum;
+}
+
+RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,
+                               uint64_t checksum)
+    : file_([&] {
+        try {
+          return detail::MappedFile(path, "checkpoint rank file");
+        } catch (const IoError& e) {
+          ZS_THROW(CorruptCheckpoint, "checkpoint rank file '", path,
+                   "' cannot be read (missing?): ", e.what());
+        }
+      }()) {
+  const uint64_t expected_bytes = rank_file_bytes(optimizer);
+  ZS_CHECK_AS(CorruptCheckpoint, file_.size() == expected_bytes, "checkpoint rank file '", path,
+              "' has ", file_.size(), " bytes, expected ", expected_bytes,
+              " (truncated or of another run); use another checkpoint");
+  const uint64_t found = fnv1a64(file_.data(), file_.size());
+  ZS_CHECK_AS(CorruptCheckpoint, found == checksum, "checkpoint rank file '", path,
+              "' is corrupt: its checksum is ", checksum_text(found), ", the metadata says ",
+              checksum_text(checksum), "; use another checkpoint");
+}
+
+void RankFileReader::apply(const optim::Optimizer& optimizer) const {
+  size_t offset = 0;
+  for_each_file_tensor(optimizer, [&](const Tensor& t) {
+    // The mapping is only byte-aligned to the page; copy_from_host takes any host pointer.
+    t.copy_from_host(file_.data() + offset);
+    offset += static_cast<size_t>(t.numel()) * sizeof(float);
+  });
+}
+
+json layout_json(const sharding::ShardedModel& model, int world_size,
+                 const optim::Optimizer& optimizer) {
+  json units = json::array();
+  const std::vector<sharding::ShardedModel::UnitInfo> infos = model.units();
+  for (size_t k = 0; k < infos.size(); ++k) {
+    const auto& info = infos[k];
+    json parameters = json::array();
+    for (const auto& p : info.parameters) {
+      parameters.push_back(
+          {{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"dtype", "fp32"}});
+    }
+    json ranges = json::array();
+    for (int r = 0; r < world_size; ++r) {
+      const auto range = model.master_range(k, r);
+      ranges.push_back({range.first, range.second});
+    }
+    units.push_back({{"name", info.name},
+                     {"numel", info.numel},
+                     {"padded_numel", info.padded_numel},
+                     {"shard_numel", info.shard_numel},
+                     {"parameters", parameters},
+                     {"rank_ranges", ranges}});
+  }
+  return {{"units", units}, {"optimizer_state", optimizer.state_names()}};
+}
+
+void check_layout(const json& layout, const sharding::ShardedModel& model,
+                  const optim::Optimizer& optimizer, const std::string& source) {
+  const std::vector<std::string> state_names = layout.at("optimizer_state");
+  ZS_CHECK(state_names == optimizer.state_names(), "checkpoint '", source,
+           "' holds optimizer state ", json(state_names).dump(), " but this run's optimizer has ",
+           json(optimizer.state_names()).dump(), "; resume with the same --optimizer");
+  const json& saved_units = layout.at("units");
+  const std::vector<sharding::ShardedModel::UnitInfo> units = model.units();
+  ZS_CHECK(saved_units.size() == units.size(), "checkpoint '", source, "' has ", saved_units.size(),
+           " sharded units, this model has ", units.size(), " (another model or wrap policy)");
+  for (size_t k = 0; k < units.size(); ++k) {
+    const json& saved = saved_units[k];
+    const std::string name = saved.at("name");
+    ZS_CHECK(name == units[k].name, "checkpoint '", source, "': unit ", k, " is '", name,
+             "', in this model it is '", units[k].name, "'");
+    const json& params = saved.at("parameters");
+    ZS_CHECK(params.size() == units[k].parameters.size(), "checkpoint '", source, "': unit '", name,
+             "' has ", params.size(), " parameters, in this model ", units[k].parameters.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& here = units[k].parameters[i];
+      const std::string saved_name = params[i].at("name");
+      const json saved_shape = params[i].at("shape");
+      ZS_CHECK(saved_name == here.name && saved_shape == json(here.shape), "checkpoint '", source,
+               "' holds tensor '", saved_name, "' of shape ", shape_text(saved_shape),
+               " where this model has '", here.name, "' of shape ", shape_text(json(here.shape)),
+               "; it is a checkpoint of another model");
+      ZS_CHECK(params[i].at("offset").get<int64_t>() == here.offset, "checkpoint '", source,
+               "': tensor '", here.name, "' sits at another offset of its unit");
+    }
+    ZS_CHECK(saved.at("padded_numel").get<int64_t>() == units[k].padded_numel, "checkpoint '",
+             source, "': unit '", name, "' is padded to ", saved.at("padded_numel").dump(),
+             " elements, here to ", units[k].padded_numel, " (another --alignment)");
+  }
+}
+
+}  // namespace zs::checkpoint

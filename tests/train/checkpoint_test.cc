@@ -1,0 +1,352 @@
+// Sharded checkpoints through zs-train's engine on two local ranks (a 2-layer GPT, as in
+// param_hash_test.cc): a run resumed from the checkpoint of step 3 continues bit for bit like
+// the run that saved it — losses, gradient norms, learning rates, loss scales and the final
+// parameters (the bytes of --save-weights) — at stages 0–3 in fp32, in bf16, and in fp16 with
+// the dynamic loss scaler; --keep-checkpoints prunes; the metadata says what it covers; a
+// corrupt or missing rank file is an error naming the file; --resume auto skips a torn or
+// corrupt checkpoint with a warning naming it; a future format version, another world size or
+// another model is refused.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/logging.h"
+#include "tests/support/corpus.h"
+#include "tests/support/scratch.h"
+#include "tests/support/short_run.h"
+#include "train/cli.h"
+#include "train/config.h"
+#include "train/engine.h"
+
+namespace zs::train {
+namespace {
+
+namespace fs = std::filesystem;
+using zs::testing::error_message;
+using zs::testing::learnable_corpus;
+using zs::testing::ScratchDir;
+using zs::testing::write_text;
+
+constexpr int64_t kSteps = 6;  // short_gpt_run's
+
+TrainConfig tiny_run(const std::string& corpus, int stage, DType precision, int hybrid_group = 0) {
+  TrainConfig c = zs::testing::short_gpt_run(corpus, hybrid_group > 0 ? 4 : 2, stage, precision);
+  c.hybrid_group = hybrid_group;
+  // fp16: the scale grows every 2 good steps, so the scaler's counters matter at the resume.
+  c.loss_scaler.growth_interval = 2;
+  return c;
+}
+
+// Overwrites the byte at `offset` of `path` with `value`.
+void overwrite_byte(const std::string& path, std::streamoff offset, char value) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.put(value);
+  ASSERT_TRUE(f.good()) << path;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+uint32_t bits(float value) {
+  uint32_t b;
+  std::memcpy(&b, &value, sizeof(b));
+  return b;
+}
+
+// The resumed run's records equal the full run's from `from` on, bit for bit (a skipped fp16
+// step's NaN gradient norm included).
+void expect_same_steps(const std::vector<StepRecord>& full, const std::vector<StepRecord>& resumed,
+                       int64_t from) {
+  ASSERT_EQ(resumed.size(), full.size() - static_cast<size_t>(from));
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    const StepRecord& a = full[static_cast<size_t>(from) + i];
+    const StepRecord& b = resumed[i];
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(bits(a.loss), bits(b.loss))
+        << "step " << a.step << ": " << a.loss << " vs " << b.loss;
+    EXPECT_EQ(bits(a.grad_norm), bits(b.grad_norm))
+        << "step " << a.step << ": " << a.grad_norm << " vs " << b.grad_norm;
+    EXPECT_EQ(bits(a.lr), bits(b.lr)) << "step " << a.step;
+    EXPECT_EQ(bits(a.loss_scale), bits(b.loss_scale)) << "step " << a.step;
+    EXPECT_EQ(a.skipped, b.skipped) << "step " << a.step;
+  }
+}
+
+// A run of kSteps that checkpoints every 3 steps into dir/ckpt and writes its final weights.
+struct SavedRun {
+  TrainResult result;
+  std::string checkpoints;
+  std::string weights;
+};
+
+SavedRun run_saving(const ScratchDir& dir, const std::string& corpus, int stage, DType precision,
+                    int hybrid_group = 0) {
+  TrainConfig c = tiny_run(corpus, stage, precision, hybrid_group);
+  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_interval = 3;
+  c.save_weights = dir.path("full.safetensors");
+  SavedRun run;
+  run.result = run_training(c);
+  run.checkpoints = c.checkpoint_dir;
+  run.weights = c.save_weights;
+  return run;
+}
+
+std::string step3(const SavedRun& run) { return run.checkpoints + "/step-000003"; }
+
+struct Resumable {
+  int stage;
+  DType precision;
+  int hybrid_group = 0;  // > 0: on 4 ranks
+};
+
+class CheckpointResume : public ::testing::TestWithParam<Resumable> {};
+
+TEST_P(CheckpointResume, ContinuesBitForBitLikeTheRunThatSaved) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const Resumable p = GetParam();
+  const SavedRun full = run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group);
+  ASSERT_EQ(full.result.steps.size(), static_cast<size_t>(kSteps));
+
+  TrainConfig resumed = tiny_run(corpus, p.stage, p.precision, p.hybrid_group);
+  resumed.resume = step3(full);
+  resumed.save_weights = dir.path("resumed.safetensors");
+  const TrainResult second = run_training(resumed);
+  expect_same_steps(full.result.steps, second.steps, 3);
+  EXPECT_TRUE(read_bytes(full.weights) == read_bytes(resumed.save_weights))
+      << "the final parameters differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, CheckpointResume,
+                         ::testing::Values(Resumable{0, DType::kF32}, Resumable{1, DType::kF32},
+                                           Resumable{2, DType::kF32}, Resumable{3, DType::kF32},
+                                           Resumable{3, DType::kBF16}, Resumable{2, DType::kF16},
+                                           Resumable{3, DType::kF32, 2}),
+                         [](const ::testing::TestParamInfo<Resumable>& info) {
+                           return "stage" + std::to_string(info.param.stage) + "_" +
+                                  dtype_name(info.param.precision) +
+                                  (info.param.hybrid_group > 0 ? "_hybrid2x2" : "");
+                         });
+
+TEST(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF16);
+  std::ifstream in(step3(full) + "/meta.json");
+  const nlohmann::json meta = nlohmann::json::parse(in);
+  EXPECT_EQ(meta.at("format_version"), 1);
+  EXPECT_EQ(meta.at("completed_steps"), 3);
+  EXPECT_EQ(meta.at("world_size"), 2);
+  EXPECT_EQ(meta.at("stage"), 3);
+  EXPECT_EQ(meta.at("optimizer").at("kind"), "adamw");
+  EXPECT_EQ(meta.at("optimizer").at("steps").get<int64_t>() +
+                meta.at("loss_scaler").at("skipped_steps").get<int64_t>(),
+            3);
+  EXPECT_EQ(meta.at("data").at("micro_batches_per_step"), 2);
+  EXPECT_EQ(meta.at("rng").at("seed"), 1234);
+  EXPECT_EQ(meta.at("flags").at("precision"), "fp16");
+  ASSERT_EQ(meta.at("files").size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const auto& file = meta.at("files")[static_cast<size_t>(r)];
+    const std::string path = step3(full) + "/" + file.at("name").get<std::string>();
+    EXPECT_EQ(fs::file_size(path), file.at("bytes").get<uint64_t>());
+    EXPECT_EQ(file.at("checksum").get<std::string>().rfind("fnv1a64:", 0), 0u);
+  }
+  // Each unit's two rank ranges split its padded buffer (stage 3).
+  for (const auto& unit : meta.at("layout").at("units")) {
+    const int64_t padded = unit.at("padded_numel");
+    EXPECT_EQ(unit.at("rank_ranges")[0][0], 0);
+    EXPECT_EQ(unit.at("rank_ranges")[0][1], padded / 2);
+    EXPECT_EQ(unit.at("rank_ranges")[1][1], padded);
+    EXPECT_FALSE(unit.at("parameters").empty());
+  }
+  // The final save at the end of the run is the one `latest` names.
+  EXPECT_EQ(read_bytes(full.checkpoints + "/latest"),
+            std::vector<uint8_t>({'s', 't', 'e', 'p', '-', '0', '0', '0', '0', '0', '6', '\n'}));
+}
+
+TEST(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  TrainConfig c = tiny_run(corpus, 2, DType::kF32);
+  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_interval = 1;
+  c.keep_checkpoints = 2;
+  run_training(c);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(c.checkpoint_dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-000005", "step-000006"}));
+}
+
+TEST(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const SavedRun full = run_saving(dir, corpus, 1, DType::kF32);
+  const std::string file = step3(full) + "/rank-00001.bin";
+  overwrite_byte(file, 100, '\x5a');
+  TrainConfig resumed = tiny_run(corpus, 1, DType::kF32);
+  resumed.resume = step3(full);
+  const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(message.find("rank-00001.bin"), std::string::npos) << message;
+  EXPECT_NE(message.find("checksum"), std::string::npos) << message;
+}
+
+TEST(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
+  fs::remove(step3(full) + "/rank-00001.bin");
+  TrainConfig resumed = tiny_run(corpus, 3, DType::kF32);
+  resumed.resume = step3(full);
+  const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(message.find("rank-00001.bin"), std::string::npos) << message;
+}
+
+// Captures zeroshard's log lines while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    logger().sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = logger().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+TEST(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const SavedRun full = run_saving(dir, corpus, 2, DType::kF32);
+  // A save of step 9 that died before it was published, `latest` naming it anyway, and a
+  // corrupt step 6: only step 3 verifies.
+  fs::create_directory(full.checkpoints + "/.tmp-step-000009-42");
+  write_text(full.checkpoints + "/.tmp-step-000009-42/rank-00000.bin", "torn");
+  write_text(full.checkpoints + "/latest", "step-000009\n");
+  overwrite_byte(full.checkpoints + "/step-000006/rank-00000.bin", 8, '\x01');
+  TrainConfig resumed = tiny_run(corpus, 2, DType::kF32);
+  resumed.checkpoint_dir = full.checkpoints;
+  resumed.resume = "auto";
+  resumed.save_weights = dir.path("resumed.safetensors");
+  LogCapture log;
+  const TrainResult second = run_training(resumed);
+  expect_same_steps(full.result.steps, second.steps, 3);
+  EXPECT_TRUE(read_bytes(full.weights) == read_bytes(resumed.save_weights));
+  const std::string text = log.text();
+  EXPECT_NE(text.find("step-000009"), std::string::npos) << text;
+  EXPECT_NE(text.find("skipping checkpoint '" + full.checkpoints + "/step-000006'"),
+            std::string::npos)
+      << text;
+  // The resumed run's own final save replaced the corrupt step 6 and is `latest` now.
+  EXPECT_EQ(read_bytes(full.checkpoints + "/latest"),
+            std::vector<uint8_t>({'s', 't', 'e', 'p', '-', '0', '0', '0', '0', '0', '6', '\n'}));
+}
+
+TEST(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  TrainConfig c = tiny_run(corpus, 3, DType::kF32);
+  c.checkpoint_dir = dir.path("empty");
+  c.resume = "auto";
+  c.steps = 2;
+  EXPECT_EQ(run_training(c).steps.size(), 2u);
+  EXPECT_TRUE(fs::is_directory(dir.path("empty/step-000002")));
+}
+
+TEST(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+  write_text(corpus, learnable_corpus());
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
+
+  TrainConfig one_rank = tiny_run(corpus, 3, DType::kF32);
+  one_rank.ranks = 1;
+  one_rank.resume = step3(full);
+  const std::string world = error_message<InvalidArgument>([&] { run_training(one_rank); });
+  EXPECT_NE(world.find("not supported yet"), std::string::npos) << world;
+  EXPECT_NE(world.find("2 ranks at stage 3"), std::string::npos) << world;
+
+  TrainConfig wider = tiny_run(corpus, 3, DType::kF32);
+  wider.width = 48;
+  wider.resume = step3(full);
+  const std::string model = error_message<InvalidArgument>([&] { run_training(wider); });
+  EXPECT_NE(model.find("[256,32]"), std::string::npos) << model;
+  EXPECT_NE(model.find("[256,48]"), std::string::npos) << model;
+
+  // A metadata file from a future format.
+  const std::string meta_path = step3(full) + "/meta.json";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
+  meta["format_version"] = 999;
+  write_text(meta_path, meta.dump());
+  TrainConfig same = tiny_run(corpus, 3, DType::kF32);
+  same.resume = step3(full);
+  const std::string future = error_message<InvalidArgument>([&] { run_training(same); });
+  EXPECT_NE(future.find("format version 999"), std::string::npos) << future;
+}
+
+TEST(Checkpoints, TheFlagsSetTheConfigAndBadCombinationsAreRefused) {
+  std::vector<const char*> args = {"zs-train",   "--text",
+                                   "unused.txt", "--checkpoint-dir",
+                                   "ck",         "--checkpoint-interval",
+                                   "50",         "--keep-checkpoints",
+                                   "2",          "--resume",
+                                   "auto"};
+  TrainConfig c;
+  EXPECT_FALSE(parse_train_args(static_cast<int>(args.size()), args.data(), c, nullptr, nullptr));
+  EXPECT_EQ(c.checkpoint_dir, "ck");
+  EXPECT_EQ(c.checkpoint_interval, 50);
+  EXPECT_EQ(c.keep_checkpoints, 2);
+  EXPECT_EQ(c.resume, "auto");
+  validate(c, 1);
+  EXPECT_EQ(TrainConfig{}.keep_checkpoints, 3);
+
+  TrainConfig no_dir;
+  no_dir.resume = "auto";
+  EXPECT_NE(error_message<InvalidArgument>([&] { validate(no_dir, 1); }).find("--checkpoint-dir"),
+            std::string::npos);
+  TrainConfig interval_only;
+  interval_only.checkpoint_interval = 10;
+  EXPECT_NE(
+      error_message<InvalidArgument>([&] { validate(interval_only, 1); }).find("--checkpoint-dir"),
+      std::string::npos);
+  TrainConfig keep_none = c;
+  keep_none.keep_checkpoints = 0;
+  EXPECT_NE(
+      error_message<InvalidArgument>([&] { validate(keep_none, 1); }).find("--keep-checkpoints"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace zs::train
