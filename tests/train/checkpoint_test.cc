@@ -1,11 +1,11 @@
 // Sharded checkpoints through zs-train's engine on two local ranks (a 2-layer GPT, as in
 // param_hash_test.cc): a run resumed from the checkpoint of step 3 continues bit for bit like
 // the run that saved it — losses, gradient norms, learning rates, loss scales and the final
-// parameters (the bytes of --save-weights) — at stages 0–3 in fp32, in bf16, and in fp16 with
-// the dynamic loss scaler; --keep-checkpoints prunes; the metadata says what it covers; a
-// corrupt or missing rank file is an error naming the file; --resume auto skips a torn or
-// corrupt checkpoint with a warning naming it; a future format version, another world size or
-// another model is refused.
+// parameters (the bytes of --save-weights) — at stages 0–3 in fp32, hybrid on 4 ranks, in bf16,
+// in fp16 with the dynamic loss scaler, and with SGD's momentum; --keep-checkpoints prunes; the
+// metadata says what it covers; a corrupt or missing rank file is an error naming the file;
+// --resume auto skips a torn or corrupt checkpoint with a warning naming it; a future format
+// version, another world size or another model is refused.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -96,8 +96,9 @@ struct SavedRun {
 };
 
 SavedRun run_saving(const ScratchDir& dir, const std::string& corpus, int stage, DType precision,
-                    int hybrid_group = 0) {
+                    int hybrid_group = 0, const char* optimizer = "adamw") {
   TrainConfig c = tiny_run(corpus, stage, precision, hybrid_group);
+  c.optimizer = optimizer;
   c.checkpoint_dir = dir.path("ckpt");
   c.checkpoint_interval = 3;
   c.save_weights = dir.path("full.safetensors");
@@ -114,6 +115,7 @@ struct Resumable {
   int stage;
   DType precision;
   int hybrid_group = 0;  // > 0: on 4 ranks
+  const char* optimizer = "adamw";
 };
 
 class CheckpointResume : public ::testing::TestWithParam<Resumable> {};
@@ -123,10 +125,11 @@ TEST_P(CheckpointResume, ContinuesBitForBitLikeTheRunThatSaved) {
   const std::string corpus = dir.path("corpus.txt");
   write_text(corpus, learnable_corpus());
   const Resumable p = GetParam();
-  const SavedRun full = run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group);
+  const SavedRun full = run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group, p.optimizer);
   ASSERT_EQ(full.result.steps.size(), static_cast<size_t>(kSteps));
 
   TrainConfig resumed = tiny_run(corpus, p.stage, p.precision, p.hybrid_group);
+  resumed.optimizer = p.optimizer;
   resumed.resume = step3(full);
   resumed.save_weights = dir.path("resumed.safetensors");
   const TrainResult second = run_training(resumed);
@@ -139,11 +142,13 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointResume,
                          ::testing::Values(Resumable{0, DType::kF32}, Resumable{1, DType::kF32},
                                            Resumable{2, DType::kF32}, Resumable{3, DType::kF32},
                                            Resumable{3, DType::kBF16}, Resumable{2, DType::kF16},
-                                           Resumable{3, DType::kF32, 2}),
+                                           Resumable{3, DType::kF32, 2},
+                                           Resumable{1, DType::kF32, 0, "sgd"}),
                          [](const ::testing::TestParamInfo<Resumable>& info) {
                            return "stage" + std::to_string(info.param.stage) + "_" +
                                   dtype_name(info.param.precision) +
-                                  (info.param.hybrid_group > 0 ? "_hybrid2x2" : "");
+                                  (info.param.hybrid_group > 0 ? "_hybrid2x2" : "") + "_" +
+                                  info.param.optimizer;
                          });
 
 TEST(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
