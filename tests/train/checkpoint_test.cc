@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "tests/support/corpus.h"
@@ -111,6 +112,14 @@ SavedRun run_saving(const ScratchDir& dir, const std::string& corpus, int stage,
 
 std::string step3(const SavedRun& run) { return run.checkpoints + "/step-000003"; }
 
+// Each test's scratch directory, with the corpus the runs train on.
+class Checkpoints : public ::testing::Test {
+ protected:
+  Checkpoints() { write_text(corpus, learnable_corpus()); }
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+};
+
 struct Resumable {
   int stage;
   DType precision;
@@ -118,12 +127,9 @@ struct Resumable {
   const char* optimizer = "adamw";
 };
 
-class CheckpointResume : public ::testing::TestWithParam<Resumable> {};
+class CheckpointResume : public Checkpoints, public ::testing::WithParamInterface<Resumable> {};
 
 TEST_P(CheckpointResume, ContinuesBitForBitLikeTheRunThatSaved) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
   const Resumable p = GetParam();
   const SavedRun full = run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group, p.optimizer);
   ASSERT_EQ(full.result.steps.size(), static_cast<size_t>(kSteps));
@@ -151,10 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointResume,
                                   info.param.optimizer;
                          });
 
-TEST(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
   const SavedRun full = run_saving(dir, corpus, 3, DType::kF16);
   std::ifstream in(step3(full) + "/meta.json");
   const nlohmann::json meta = nlohmann::json::parse(in);
@@ -185,14 +188,10 @@ TEST(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
     EXPECT_FALSE(unit.at("parameters").empty());
   }
   // The final save at the end of the run is the one `latest` names.
-  EXPECT_EQ(read_bytes(full.checkpoints + "/latest"),
-            std::vector<uint8_t>({'s', 't', 'e', 'p', '-', '0', '0', '0', '0', '0', '6', '\n'}));
+  EXPECT_EQ(checkpoint::read_latest(full.checkpoints), "step-000006");
 }
 
-TEST(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
   TrainConfig c = tiny_run(corpus, 2, DType::kF32);
   c.checkpoint_dir = dir.path("ckpt");
   c.checkpoint_interval = 1;
@@ -206,10 +205,7 @@ TEST(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
   EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-000005", "step-000006"}));
 }
 
-TEST(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
   const SavedRun full = run_saving(dir, corpus, 1, DType::kF32);
   const std::string file = step3(full) + "/rank-00001.bin";
   overwrite_byte(file, 100, '\x5a');
@@ -220,10 +216,7 @@ TEST(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
   EXPECT_NE(message.find("checksum"), std::string::npos) << message;
 }
 
-TEST(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
   const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
   fs::remove(step3(full) + "/rank-00001.bin");
   TrainConfig resumed = tiny_run(corpus, 3, DType::kF32);
@@ -249,10 +242,7 @@ class LogCapture {
   std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
 };
 
-TEST(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
   const SavedRun full = run_saving(dir, corpus, 2, DType::kF32);
   // A save of step 9 that died before it was published, `latest` naming it anyway, and a
   // corrupt step 6: only step 3 verifies.
@@ -274,14 +264,10 @@ TEST(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
             std::string::npos)
       << text;
   // The resumed run's own final save replaced the corrupt step 6 and is `latest` now.
-  EXPECT_EQ(read_bytes(full.checkpoints + "/latest"),
-            std::vector<uint8_t>({'s', 't', 'e', 'p', '-', '0', '0', '0', '0', '0', '6', '\n'}));
+  EXPECT_EQ(checkpoint::read_latest(full.checkpoints), "step-000006");
 }
 
-TEST(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
   TrainConfig c = tiny_run(corpus, 3, DType::kF32);
   c.checkpoint_dir = dir.path("empty");
   c.resume = "auto";
@@ -290,10 +276,7 @@ TEST(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
   EXPECT_TRUE(fs::is_directory(dir.path("empty/step-000002")));
 }
 
-TEST(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
-  ScratchDir dir;
-  const std::string corpus = dir.path("corpus.txt");
-  write_text(corpus, learnable_corpus());
+TEST_F(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
   const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
 
   TrainConfig one_rank = tiny_run(corpus, 3, DType::kF32);
@@ -321,7 +304,7 @@ TEST(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
   EXPECT_NE(future.find("format version 999"), std::string::npos) << future;
 }
 
-TEST(Checkpoints, TheFlagsSetTheConfigAndBadCombinationsAreRefused) {
+TEST(CheckpointFlags, SetTheConfigAndBadCombinationsAreRefused) {
   std::vector<const char*> args = {"zs-train",   "--text",
                                    "unused.txt", "--checkpoint-dir",
                                    "ck",         "--checkpoint-interval",
