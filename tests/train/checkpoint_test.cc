@@ -304,6 +304,14 @@ TEST_F(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
   EXPECT_NE(future.find("format version 999"), std::string::npos) << future;
 }
 
+TEST_F(Checkpoints, ASaveThatCannotWriteStopsEveryRankWithTheReason) {
+  TrainConfig c = tiny_run(corpus, 3, DType::kF32);
+  c.checkpoint_dir = corpus + "/ckpt";  // under a regular file: no directory can be made there
+  c.checkpoint_interval = 2;
+  const std::string message = error_message<IoError>([&] { run_training(c); });
+  EXPECT_NE(message.find(c.checkpoint_dir), std::string::npos) << message;
+}
+
 TEST(CheckpointFlags, SetTheConfigAndBadCombinationsAreRefused) {
   std::vector<const char*> args = {"zs-train",   "--text",
                                    "unused.txt", "--checkpoint-dir",
