@@ -45,13 +45,16 @@ int64_t step_of_dir_name(const std::string& name) {
   return step;
 }
 
+std::string temp_step_dir(const std::string& dir, int64_t step, int64_t token) {
+  return (fs::path(dir) / (".tmp-" + step_dir_name(step) + "-" + std::to_string(token))).string();
+}
+
 std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token) {
   std::error_code error;
   fs::create_directories(dir, error);
   ZS_CHECK_AS(IoError, !error, "cannot create the checkpoint directory '", dir,
               "': ", error.message());
-  const fs::path temp =
-      fs::path(dir) / (".tmp-" + step_dir_name(step) + "-" + std::to_string(token));
+  const fs::path temp = temp_step_dir(dir, step, token);
   remove_tree(temp);
   fs::create_directory(temp, error);
   ZS_CHECK_AS(IoError, !error, "cannot create '", temp.string(), "': ", error.message());

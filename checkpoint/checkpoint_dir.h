@@ -25,7 +25,9 @@ std::string step_dir_name(int64_t step);
 // The step of a directory name "step-000120" (any number of digits), or -1 for other names.
 int64_t step_of_dir_name(const std::string& name);
 
-// Creates `dir` (with its parents) and an empty DIR/.tmp-step-<step>-<token>/, removing a
+// DIR/.tmp-step-<step>-<token>: where the save of `step` by the run named `token` is written.
+std::string temp_step_dir(const std::string& dir, int64_t step, int64_t token);
+// Creates `dir` (with its parents) and an empty temp_step_dir(dir, step, token), removing a
 // leftover of the same name first; returns its path.
 std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token);
 // Makes the temporary directory the checkpoint of `step`: fsyncs it, renames it to

@@ -1,6 +1,6 @@
 // make_checkpointer, data_position and the sharded checkpointer behind them (train/checkpoints.h).
 //
-// A save is four steps, each closed by one small all-reduce over the world that doubles as the
+// A save is three steps, each closed by one small all-reduce over the world that doubles as the
 // barrier and as the agreement on whether every rank succeeded (so an error on one rank stops
 // every rank at the same point, with the failing rank's own error on that rank and an error
 // naming it on the others): rank 0 makes the temporary directory (its name reaches every rank);
@@ -234,9 +234,7 @@ void ShardedCheckpointer::save(int64_t completed) {
   if (error) std::rethrow_exception(error);
   ZS_CHECK_AS(IoError, token >= 0, "rank 0 could not create a temporary checkpoint directory in '",
               dir, "' (its error says why)");
-  const std::string temp = (fs::path(dir) / (".tmp-" + checkpoint::step_dir_name(completed) + "-" +
-                                             std::to_string(static_cast<int64_t>(token))))
-                               .string();
+  const std::string temp = checkpoint::temp_step_dir(dir, completed, static_cast<int64_t>(token));
   // 2. Every rank writes its file, in parallel.
   std::vector<float> row(5, 0.0f);
   try {
