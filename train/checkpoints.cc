@@ -331,6 +331,8 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
   std::unique_ptr<checkpoint::RankFileReader> reader;
   const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank_)).string();
   try {
+    ZS_CHECK_AS(IoError, fs::is_directory(dir), "checkpoint directory '", dir,
+                "' does not exist; name a step directory (DIR/step-000120) or use --resume auto");
     const std::string meta_path = (fs::path(dir) / kMetaFile).string();
     std::ifstream in(meta_path);
     ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint '", dir, "' has no readable ", kMetaFile,

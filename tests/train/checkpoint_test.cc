@@ -223,6 +223,10 @@ TEST_F(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
   resumed.resume = step3(full);
   const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
   EXPECT_NE(message.find("rank-00001.bin"), std::string::npos) << message;
+  // A step directory that is not there at all.
+  resumed.resume = full.checkpoints + "/step-000004";
+  const std::string missing_dir = error_message<IoError>([&] { run_training(resumed); });
+  EXPECT_NE(missing_dir.find("step-000004' does not exist"), std::string::npos) << missing_dir;
 }
 
 // Captures zeroshard's log lines while it lives.
