@@ -2,6 +2,7 @@
 #include "checkpoint/shard_files.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -66,25 +67,35 @@ uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimi
   return checksum;
 }
 
-RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,
-                               uint64_t checksum)
-    : file_([&] {
-        try {
-          return detail::MappedFile(path, "checkpoint rank file");
-        } catch (const IoError& e) {
-          ZS_THROW(CorruptCheckpoint, "checkpoint rank file '", path,
-                   "' cannot be read (missing?): ", e.what());
-        }
-      }()) {
-  const uint64_t expected_bytes = rank_file_bytes(optimizer);
-  ZS_CHECK_AS(CorruptCheckpoint, file_.size() == expected_bytes, "checkpoint rank file '", path,
-              "' has ", file_.size(), " bytes, expected ", expected_bytes,
+uint64_t parse_checksum(const std::string& text) {
+  const std::string prefix = "fnv1a64:";
+  ZS_CHECK_AS(CorruptCheckpoint, text.compare(0, prefix.size(), prefix) == 0, "unknown checksum '",
+              text, "'");
+  return std::strtoull(text.c_str() + prefix.size(), nullptr, 16);
+}
+
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum) {
+  detail::MappedFile file = [&] {
+    try {
+      return detail::MappedFile(path, "checkpoint rank file");
+    } catch (const IoError& e) {
+      ZS_THROW(CorruptCheckpoint, "checkpoint rank file '", path,
+               "' cannot be read (missing?): ", e.what());
+    }
+  }();
+  ZS_CHECK_AS(CorruptCheckpoint, file.size() == bytes, "checkpoint rank file '", path, "' has ",
+              file.size(), " bytes, expected ", bytes,
               " (truncated or of another run); use another checkpoint");
-  const uint64_t found = fnv1a64(file_.data(), file_.size());
+  const uint64_t found = fnv1a64(file.data(), file.size());
   ZS_CHECK_AS(CorruptCheckpoint, found == checksum, "checkpoint rank file '", path,
               "' is corrupt: its checksum is ", checksum_text(found), ", the metadata says ",
               checksum_text(checksum), "; use another checkpoint");
+  return file;
 }
+
+RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,
+                               uint64_t checksum)
+    : file_(open_verified(path, rank_file_bytes(optimizer), checksum)) {}
 
 void RankFileReader::apply(const optim::Optimizer& optimizer) const {
   size_t offset = 0;
@@ -121,12 +132,17 @@ json layout_json(const sharding::ShardedModel& model, int world_size,
   return {{"units", units}, {"optimizer_state", optimizer.state_names()}};
 }
 
-void check_layout(const json& layout, const sharding::ShardedModel& model,
-                  const optim::Optimizer& optimizer, const std::string& source) {
+void check_optimizer_state(const json& layout, const optim::Optimizer& optimizer,
+                           const std::string& source) {
   const std::vector<std::string> state_names = layout.at("optimizer_state");
   ZS_CHECK(state_names == optimizer.state_names(), "checkpoint '", source,
            "' holds optimizer state ", json(state_names).dump(), " but this run's optimizer has ",
            json(optimizer.state_names()).dump(), "; resume with the same --optimizer");
+}
+
+void check_layout(const json& layout, const sharding::ShardedModel& model,
+                  const optim::Optimizer& optimizer, const std::string& source) {
+  check_optimizer_state(layout, optimizer, source);
   const json& saved_units = layout.at("units");
   const std::vector<sharding::ShardedModel::UnitInfo> units = model.units();
   ZS_CHECK(saved_units.size() == units.size(), "checkpoint '", source, "' has ", saved_units.size(),

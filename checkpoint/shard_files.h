@@ -35,6 +35,13 @@ uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash = kFnv64Basis);
 // "fnv1a64:0123456789abcdef": how checksums are written in the metadata.
 std::string checksum_text(uint64_t checksum);
 
+// The checksum of a "fnv1a64:..." text; CorruptCheckpoint for another form.
+uint64_t parse_checksum(const std::string& text);
+// Maps the rank file at `path` after checking that it has `bytes` bytes and checksum
+// `checksum`; CorruptCheckpoint naming `path` (and both checksums) when it is missing, of
+// another size or corrupt.
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum);
+
 // "rank-00003.bin".
 std::string rank_file_name(int rank);
 // The bytes of this rank's file: its masters and their optimizer state.
@@ -62,6 +69,10 @@ class RankFileReader {
 // The layout of `model` on a world of `world_size` ranks, with the optimizer's state names.
 nlohmann::json layout_json(const sharding::ShardedModel& model, int world_size,
                            const optim::Optimizer& optimizer);
+// Throws InvalidArgument unless `layout` holds the state tensors `optimizer` has (AdamW's m and
+// v, SGD's momentum or none), in the same order; `source` names the checkpoint.
+void check_optimizer_state(const nlohmann::json& layout, const optim::Optimizer& optimizer,
+                           const std::string& source);
 // Throws InvalidArgument unless `layout` (from layout_json of the saved run) describes the same
 // units, parameters (a mismatch names the tensor and both shapes) and optimizer state as
 // `model` and `optimizer` here; `source` names the checkpoint.

@@ -6,7 +6,9 @@
 // naming it on the others): rank 0 makes the temporary directory (its name reaches every rank);
 // every rank writes and fsyncs its file (the checksums reach rank 0 in the same all-reduce);
 // rank 0 writes meta.json, renames the directory, replaces `latest` and prunes. A restore is
-// two: every rank reads the metadata and verifies its own file, the ranks agree, then all apply.
+// two: every rank reads the metadata and verifies the files it reads (its own, or when the
+// checkpoint has another unit plan, the saved files that hold its new shards), the ranks agree,
+// then all apply.
 #include "train/checkpoints.h"
 
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/reshard.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -88,13 +91,6 @@ uint64_t get_u64(const float* pieces) {
   return value;
 }
 
-uint64_t parse_checksum(const std::string& text) {
-  const std::string prefix = "fnv1a64:";
-  ZS_CHECK_AS(CorruptCheckpoint, text.compare(0, prefix.size(), prefix) == 0, "unknown checksum '",
-              text, "'");
-  return std::strtoull(text.c_str() + prefix.size(), nullptr, 16);
-}
-
 class ShardedCheckpointer final : public Checkpointer {
  public:
   ShardedCheckpointer(const TrainConfig& config, const TrainState& state)
@@ -122,7 +118,10 @@ class ShardedCheckpointer final : public Checkpointer {
   // A corrupt or torn checkpoint: -1 when `skip_corrupt`, else the error (naming the file);
   // an incompatible one (version, world size, stage, model) is an error either way.
   int64_t load(const std::string& dir, bool skip_corrupt);
-  void check_compatible(const json& meta, const std::string& dir) const;
+  // Throws unless `meta` can be loaded here (version, global batch, model); true when it has this
+  // run's unit plan (world size, stage, hybrid group, alignment): each rank then reads its own
+  // file whole, else the files are resharded (checkpoint/reshard.h).
+  bool check_compatible(const json& meta, const std::string& dir) const;
   // Why rank `rank` could not verify its file of `dir`, told on a rank that could verify its own
   // (and so parsed `meta`): the same check of that rank's file, run here. The error path only.
   std::string peer_failure(const std::string& dir, const json& meta, int rank) const;
@@ -204,7 +203,8 @@ json ShardedCheckpointer::metadata(int64_t completed,
             {"next_lr", s_.schedule->lr(completed)}}},
           {"loss_scaler", scaler},
           {"data",
-           {{"micro_batches_per_step", s_.micro_batches_per_step},
+           {{"global_batch", s_.sampler->order().global_batch()},
+            {"micro_batches_per_step", s_.micro_batches_per_step},
             {"epoch", position.epoch},
             {"micro_batch", position.step}}},
           // Every random stream is keyed by (seed, stream, counter) with counters derived from
@@ -283,7 +283,7 @@ void ShardedCheckpointer::save(int64_t completed) {
   }
 }
 
-void ShardedCheckpointer::check_compatible(const json& meta, const std::string& dir) const {
+bool ShardedCheckpointer::check_compatible(const json& meta, const std::string& dir) const {
   const int version = meta.at("format_version").get<int>();
   ZS_CHECK(version <= kCheckpointFormatVersion, "checkpoint '", dir, "' has format version ",
            version, ", newer than this zeroshard reads (", kCheckpointFormatVersion,
@@ -293,29 +293,45 @@ void ShardedCheckpointer::check_compatible(const json& meta, const std::string& 
   const int world = meta.at("world_size").get<int>();
   const int stage = meta.at("stage").get<int>();
   const int hybrid = meta.at("hybrid_group").get<int>();
-  ZS_CHECK(world == world_ && stage == c_.stage && hybrid == c_.hybrid_group, "checkpoint '", dir,
-           "' was saved by ", world, " ranks at stage ", stage,
-           hybrid > 0 ? " hybrid group " + std::to_string(hybrid) : std::string(),
-           "; this run has ", world_, " ranks at stage ", c_.stage,
-           c_.hybrid_group > 0 ? " hybrid group " + std::to_string(c_.hybrid_group) : std::string(),
-           ". Resharding a checkpoint to another world size or stage is not supported yet: "
-           "resume with the configuration that saved it");
-  ZS_CHECK(meta.at("alignment").get<int64_t>() == plan_.sharding.alignment, "checkpoint '", dir,
-           "' was saved with shard alignment ", meta.at("alignment").dump(), ", this run uses ",
-           plan_.sharding.alignment);
-  checkpoint::check_layout(meta.at("layout"), *s_.model, *s_.optimizer, dir);
-  ZS_CHECK_AS(CorruptCheckpoint, meta.at("files").size() == static_cast<size_t>(world_),
-              "checkpoint '", dir, "' lists ", meta.at("files").size(), " rank files for ", world_,
+  ZS_CHECK_AS(CorruptCheckpoint, meta.at("files").size() == static_cast<size_t>(world),
+              "checkpoint '", dir, "' lists ", meta.at("files").size(), " rank files for ", world,
               " ranks");
+  // The data position is a count of global micro-batches (data_position): it continues the
+  // same sequence of samples only with the same global micro-batch and micro-batches per step.
+  const json& data = meta.at("data");
+  const int64_t saved_batch = data.contains("global_batch")
+                                  ? data.at("global_batch").get<int64_t>()
+                                  : meta.at("flags").at("micro_batch").get<int64_t>() * world;
+  const int64_t saved_accum = data.at("micro_batches_per_step").get<int64_t>();
+  const int64_t batch = s_.sampler->order().global_batch();
+  ZS_CHECK(saved_batch == batch && saved_accum == s_.micro_batches_per_step, "checkpoint '", dir,
+           "' was saved with a global micro-batch of ", saved_batch, " sequences (", world,
+           " ranks) and ", saved_accum, " micro-batches per step; this run has ", batch, " (",
+           world_, " ranks) and ", s_.micro_batches_per_step,
+           ". The data order continues exactly only with the same global batch: set "
+           "--micro-batch so that micro-batch x ranks = ",
+           saved_batch, " and --grad-accum ", saved_accum);
+  const bool same_plan = world == world_ && stage == c_.stage && hybrid == c_.hybrid_group &&
+                         meta.at("alignment").get<int64_t>() == plan_.sharding.alignment;
+  if (same_plan) {
+    checkpoint::check_layout(meta.at("layout"), *s_.model, *s_.optimizer, dir);
+  } else {
+    checkpoint::check_tensors(meta.at("layout"), *s_.model, *s_.optimizer, dir);
+  }
+  return same_plan;
 }
 
 std::string ShardedCheckpointer::peer_failure(const std::string& dir, const json& meta,
                                               int rank) const {
   const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
   try {
+    if (!check_compatible(meta, dir)) {
+      checkpoint::ReshardReader(dir, meta, *s_.model, rank, *s_.optimizer);
+      return "the rank files it reads could not be verified there (its error says why)";
+    }
     const json& entry = meta.at("files").at(static_cast<size_t>(rank));
     checkpoint::RankFileReader(file, *s_.optimizer,
-                               parse_checksum(entry.at("checksum").get<std::string>()));
+                               checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -328,7 +344,9 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
   std::exception_ptr error;
   std::string why;
   json meta;
+  bool same_plan = true;
   std::unique_ptr<checkpoint::RankFileReader> reader;
+  std::unique_ptr<checkpoint::ReshardReader> resharder;
   const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank_)).string();
   try {
     ZS_CHECK_AS(IoError, fs::is_directory(dir), "checkpoint directory '", dir,
@@ -339,16 +357,21 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
                 " (a torn save?)");
     try {
       meta = json::parse(in);
-      check_compatible(meta, dir);
+      same_plan = check_compatible(meta, dir);
     } catch (const json::exception& e) {
       ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", meta_path,
                "' is not what this "
                "zeroshard wrote: ",
                e.what());
     }
-    const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
-    reader = std::make_unique<checkpoint::RankFileReader>(
-        file, *s_.optimizer, parse_checksum(entry.at("checksum").get<std::string>()));
+    if (same_plan) {
+      const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
+      reader = std::make_unique<checkpoint::RankFileReader>(
+          file, *s_.optimizer, checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+    } else {
+      resharder =
+          std::make_unique<checkpoint::ReshardReader>(dir, meta, *s_.model, rank_, *s_.optimizer);
+    }
   } catch (const InvalidArgument&) {
     status = 2;
     error = std::current_exception();
@@ -383,7 +406,11 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     }
     ZS_THROW(CorruptCheckpoint, "rank ", worst_rank, ": ", peer_failure(dir, meta, worst_rank));
   }
-  reader->apply(*s_.optimizer);
+  if (reader) {
+    reader->apply(*s_.optimizer);
+  } else {
+    resharder->apply(*s_.optimizer);
+  }
   s_.optimizer->set_steps(meta.at("optimizer").at("steps").get<int64_t>());
   const json& scaler = meta.at("loss_scaler");
   if (s_.scaler && !scaler.is_null()) {
@@ -399,8 +426,12 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
   if (lead_) {
     const data::BatchPosition position =
         data_position(*s_.sampler, completed, s_.micro_batches_per_step);
-    ZS_LOG_INFO("resumed from checkpoint {} after {} steps (data at epoch {}, micro-batch {})", dir,
-                completed, position.epoch, position.step);
+    ZS_LOG_INFO("resumed from checkpoint {} after {} steps (data at epoch {}, micro-batch {}){}",
+                dir, completed, position.epoch, position.step,
+                same_plan
+                    ? std::string()
+                    : fmt::format(", resharded from {} ranks at stage {}",
+                                  meta.at("world_size").get<int>(), meta.at("stage").get<int>()));
   }
   return completed;
 }

@@ -1,0 +1,141 @@
+// Resharding on load through zs-train's engine (the 2-layer GPT of short_run.h in fp32): a
+// checkpoint saved at step 3 by N ranks at stage S (or hybrid) resumes on M ranks at stage S',
+// for every N ≠ M in {1, 2, 3, 4}, a stage change at the same world size and hybrid 2x2 to
+// stage 3 on 2 ranks, and continues like the uninterrupted N-rank run: the same global batches
+// (micro-batch 12 / ranks), the same learning rates, and losses equal within fp32 tolerance
+// (world sizes agree only that far: reductions add in another order). A stage 0 checkpoint is
+// read from rank 0's file alone; a resume whose global batch differs, or of another model, is
+// refused with the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+#include "tests/support/corpus.h"
+#include "tests/support/scratch.h"
+#include "tests/support/short_run.h"
+#include "train/config.h"
+#include "train/engine.h"
+
+namespace zs::train {
+namespace {
+
+using zs::testing::error_message;
+using zs::testing::learnable_corpus;
+using zs::testing::ScratchDir;
+using zs::testing::write_text;
+
+// Divisible by every world size tested, so that every run sees the same global batches.
+constexpr int64_t kGlobalMicroBatch = 12;
+
+struct Placement {
+  int ranks;
+  int stage;
+  int hybrid_group = 0;
+};
+
+std::string text(const Placement& p) {
+  return std::to_string(p.ranks) + "ranks_stage" + std::to_string(p.stage) +
+         (p.hybrid_group > 0 ? "_hybrid" + std::to_string(p.hybrid_group) : "");
+}
+
+TrainConfig run_on(const std::string& corpus, const Placement& p, const char* optimizer) {
+  TrainConfig c = zs::testing::short_gpt_run(corpus, p.ranks, p.stage, DType::kF32);
+  c.hybrid_group = p.hybrid_group;
+  c.micro_batch = kGlobalMicroBatch / p.ranks;
+  c.optimizer = optimizer;
+  return c;
+}
+
+class Resharding : public ::testing::Test {
+ protected:
+  Resharding() { write_text(corpus, learnable_corpus()); }
+  // The uninterrupted run at `p`, checkpointing every 3 steps into dir/ckpt.
+  TrainResult run_saving(const Placement& p, const char* optimizer = "adamw") {
+    TrainConfig c = run_on(corpus, p, optimizer);
+    c.checkpoint_dir = dir.path("ckpt");
+    c.checkpoint_interval = 3;
+    return run_training(c);
+  }
+  std::string step3() const { return dir.path("ckpt") + "/step-000003"; }
+  ScratchDir dir;
+  const std::string corpus = dir.path("corpus.txt");
+};
+
+struct Move {
+  Placement from;
+  Placement to;
+  const char* optimizer = "adamw";
+};
+
+void PrintTo(const Move& m, std::ostream* os) {
+  *os << text(m.from) << " -> " << text(m.to) << " (" << m.optimizer << ")";
+}
+
+class Reshard : public Resharding, public ::testing::WithParamInterface<Move> {};
+
+TEST_P(Reshard, ContinuesLikeTheUninterruptedRun) {
+  const Move m = GetParam();
+  const TrainResult full = run_saving(m.from, m.optimizer);
+  ASSERT_EQ(full.steps.size(), 6u);
+  TrainConfig resumed = run_on(corpus, m.to, m.optimizer);
+  resumed.resume = step3();
+  const TrainResult second = run_training(resumed);
+  ASSERT_EQ(second.steps.size(), 3u);
+  for (size_t i = 0; i < second.steps.size(); ++i) {
+    const StepRecord& a = full.steps[3 + i];
+    const StepRecord& b = second.steps[i];
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.lr, b.lr) << "step " << a.step;
+    EXPECT_NEAR(a.loss, b.loss, 1e-4f * std::abs(a.loss)) << "step " << a.step;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-3f * std::abs(a.grad_norm)) << "step " << a.step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizesAndStages, Reshard,
+                         ::testing::Values(Move{{2, 3}, {1, 3}}, Move{{1, 0}, {2, 2}},
+                                           Move{{2, 1}, {3, 3}}, Move{{4, 2}, {2, 1}},
+                                           Move{{3, 3}, {4, 0}}, Move{{1, 3}, {3, 1}},
+                                           Move{{1, 2}, {4, 3}}, Move{{2, 0}, {4, 2}},
+                                           Move{{3, 1}, {1, 0}}, Move{{3, 2}, {2, 3}, "sgd"},
+                                           Move{{4, 3}, {1, 2}}, Move{{4, 0}, {3, 3}},
+                                           Move{{2, 3}, {2, 1}}, Move{{4, 3, 2}, {2, 3}}),
+                         [](const ::testing::TestParamInfo<Move>& info) {
+                           return "from_" + text(info.param.from) + "_to_" + text(info.param.to) +
+                                  "_" + info.param.optimizer;
+                         });
+
+TEST_F(Resharding, AStageZeroCheckpointIsReadFromRankZerosFileAlone) {
+  const TrainResult full = run_saving({2, 0});
+  std::filesystem::remove(step3() + "/rank-00001.bin");
+  TrainConfig resumed = run_on(corpus, {3, 3}, "adamw");
+  resumed.resume = step3();
+  const TrainResult second = run_training(resumed);
+  ASSERT_EQ(second.steps.size(), 3u);
+  EXPECT_NEAR(full.steps[3].loss, second.steps[0].loss, 1e-4f * std::abs(full.steps[3].loss));
+}
+
+TEST_F(Resharding, AnotherGlobalBatchOrModelIsRefusedWithTheReason) {
+  run_saving({2, 3});
+  TrainConfig one_rank = run_on(corpus, {1, 3}, "adamw");
+  one_rank.micro_batch = kGlobalMicroBatch / 2;
+  one_rank.resume = step3();
+  const std::string batch = error_message<InvalidArgument>([&] { run_training(one_rank); });
+  EXPECT_NE(batch.find("global micro-batch of 12"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("this run has 6 (1 ranks)"), std::string::npos) << batch;
+
+  TrainConfig wider = run_on(corpus, {3, 1}, "adamw");
+  wider.width = 48;
+  wider.resume = step3();
+  const std::string model = error_message<InvalidArgument>([&] { run_training(wider); });
+  EXPECT_NE(model.find("[256,32]"), std::string::npos) << model;
+  EXPECT_NE(model.find("[256,48]"), std::string::npos) << model;
+}
+
+}  // namespace
+}  // namespace zs::train
