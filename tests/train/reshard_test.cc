@@ -4,17 +4,20 @@
 // stage 3 on 2 ranks, and continues like the uninterrupted N-rank run: the same global batches
 // (micro-batch 12 / ranks), the same learning rates, and losses equal within fp32 tolerance
 // (world sizes agree only that far: reductions add in another order). A stage 0 checkpoint is
-// read from rank 0's file alone; a resume whose global batch differs, or of another model, is
-// refused with the reason.
+// read from rank 0's file alone, a hybrid one from its first shard group's; fp16's loss scaler
+// carries over; a corrupt rank file is named; a resume whose global batch differs, or of
+// another model, is refused with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
@@ -63,6 +66,21 @@ class Resharding : public ::testing::Test {
     return run_training(c);
   }
   std::string step3() const { return dir.path("ckpt") + "/step-000003"; }
+  // A checkpoint saved at `from` resumes at `to` with the rank files `removed` deleted (files a
+  // load at another world size never reads) and continues like the uninterrupted run.
+  void resumes_without_files(const Placement& from, const std::vector<int>& removed,
+                             const Placement& to) {
+    const TrainResult full = run_saving(from);
+    for (const int r : removed) {
+      const std::string file = step3() + "/" + checkpoint::rank_file_name(r);
+      ASSERT_TRUE(std::filesystem::remove(file)) << file;
+    }
+    TrainConfig resumed = run_on(corpus, to, "adamw");
+    resumed.resume = step3();
+    const TrainResult second = run_training(resumed);
+    ASSERT_EQ(second.steps.size(), 3u);
+    EXPECT_NEAR(full.steps[3].loss, second.steps[0].loss, 1e-4f * std::abs(full.steps[3].loss));
+  }
   ScratchDir dir;
   const std::string corpus = dir.path("corpus.txt");
 };
@@ -111,13 +129,46 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndStages, Reshard,
                          });
 
 TEST_F(Resharding, AStageZeroCheckpointIsReadFromRankZerosFileAlone) {
-  const TrainResult full = run_saving({2, 0});
-  std::filesystem::remove(step3() + "/rank-00001.bin");
-  TrainConfig resumed = run_on(corpus, {3, 3}, "adamw");
+  resumes_without_files({2, 0}, {1}, {3, 3});
+}
+
+TEST_F(Resharding, AHybridCheckpointIsReadFromItsFirstShardGroup) {
+  resumes_without_files({4, 3, 2}, {2, 3}, {3, 2});
+}
+
+TEST_F(Resharding, TheLossScalerCarriesOverInFp16) {
+  TrainConfig saving = run_on(corpus, {2, 2}, "adamw");
+  saving.precision = DType::kF16;
+  saving.loss_scaler.growth_interval = 2;  // the scale changes across the resume
+  saving.checkpoint_dir = dir.path("ckpt");
+  saving.checkpoint_interval = 3;
+  const TrainResult full = run_training(saving);
+  TrainConfig resumed = run_on(corpus, {4, 3}, "adamw");
+  resumed.precision = DType::kF16;
+  resumed.loss_scaler.growth_interval = 2;
   resumed.resume = step3();
   const TrainResult second = run_training(resumed);
   ASSERT_EQ(second.steps.size(), 3u);
-  EXPECT_NEAR(full.steps[3].loss, second.steps[0].loss, 1e-4f * std::abs(full.steps[3].loss));
+  for (size_t i = 0; i < second.steps.size(); ++i) {
+    EXPECT_EQ(full.steps[3 + i].loss_scale, second.steps[i].loss_scale) << i;
+    EXPECT_EQ(full.steps[3 + i].skipped, second.steps[i].skipped) << i;
+    EXPECT_NEAR(full.steps[3 + i].loss, second.steps[i].loss, 1e-2f) << i;
+  }
+}
+
+TEST_F(Resharding, ACorruptRankFileIsAnErrorNamingIt) {
+  run_saving({2, 3});
+  const std::string file = step3() + "/rank-00001.bin";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  TrainConfig resumed = run_on(corpus, {3, 1}, "adamw");
+  resumed.resume = step3();
+  const std::string error = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(error.find("rank-00001.bin"), std::string::npos) << error;
+  EXPECT_NE(error.find("checksum"), std::string::npos) << error;
 }
 
 TEST_F(Resharding, AnotherGlobalBatchOrModelIsRefusedWithTheReason) {
