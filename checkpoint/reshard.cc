@@ -159,6 +159,4 @@ void ReshardReader::apply(const optim::Optimizer& optimizer) const {
   }
 }
 
-std::vector<int> ReshardReader::files_read() const { return ranks_; }
-
 }  // namespace zs::checkpoint

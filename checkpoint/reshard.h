@@ -47,8 +47,6 @@ class ReshardReader {
   // Writes the planned elements into the optimizer's views' masters and state tensors (the step
   // count and compute copies are the caller's, as for RankFileReader::apply).
   void apply(const optim::Optimizer& optimizer) const;
-  // The saved rank files this rank reads.
-  std::vector<int> files_read() const;
 
  private:
   // `count` fp32 values at byte `file_offset` of files_[file] go to elements [element, +count)
