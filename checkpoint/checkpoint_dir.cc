@@ -1,6 +1,8 @@
 // The checkpoint directory layout and its atomic steps (checkpoint/checkpoint_dir.h).
 #include "checkpoint/checkpoint_dir.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +25,34 @@ void remove_tree(const fs::path& path) {
   std::error_code error;
   fs::remove_all(path, error);
   ZS_CHECK_AS(IoError, !error, "cannot remove '", path.string(), "': ", error.message());
+}
+
+// Deletes the step directory `path` so that no reader ever sees it torn: it is renamed to a
+// .tmp- name (which step_dirs never lists) and DIR fsynced before its files go. A crash in
+// between leaves a .tmp- leftover, removed by the next save.
+void remove_step_dir(const fs::path& path) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return;
+  const fs::path trash = path.parent_path() / (".tmp-deleting-" + path.filename().string() + "-" +
+                                               std::to_string(::getpid()));
+  remove_tree(trash);
+  fs::rename(path, trash, error);
+  ZS_CHECK_AS(IoError, !error, "cannot rename '", path.string(), "' to '", trash.string(),
+              "': ", error.message());
+  detail::sync_directory(path.parent_path().string());
+  remove_tree(trash);
+}
+
+// Removes what crashed saves left in `dir`: .tmp-* directories and latest.tmp.* files. Only one
+// run saves into a directory at a time, so none of them is in use.
+void remove_leftovers(const fs::path& dir) {
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0 || name.rfind(std::string(kLatest) + ".tmp.", 0) == 0) {
+      remove_tree(it->path());
+    }
+  }
 }
 
 }  // namespace
@@ -54,8 +84,8 @@ std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t tok
   fs::create_directories(dir, error);
   ZS_CHECK_AS(IoError, !error, "cannot create the checkpoint directory '", dir,
               "': ", error.message());
+  remove_leftovers(dir);
   const fs::path temp = temp_step_dir(dir, step, token);
-  remove_tree(temp);
   fs::create_directory(temp, error);
   ZS_CHECK_AS(IoError, !error, "cannot create '", temp.string(), "': ", error.message());
   return temp.string();
@@ -67,7 +97,7 @@ std::string commit_step_dir(const std::string& temp_dir, const std::string& dir,
   // A directory of this step that exists already was never published by this run: an earlier
   // run saved it and this one resumed from an older checkpoint (or `latest` was not replaced
   // before a crash). The new save supersedes it.
-  remove_tree(final_dir);
+  remove_step_dir(final_dir);
   std::error_code error;
   fs::rename(temp_dir, final_dir, error);
   ZS_CHECK_AS(IoError, !error, "cannot rename '", temp_dir, "' to '", final_dir.string(),
@@ -110,7 +140,7 @@ std::vector<std::string> prune_step_dirs(const std::string& dir, int keep) {
   std::vector<std::string> deleted;
   const std::vector<std::string> dirs = step_dirs(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < dirs.size(); ++i) {
-    remove_tree(dirs[i]);
+    remove_step_dir(dirs[i]);
     deleted.push_back(dirs[i]);
   }
   return deleted;

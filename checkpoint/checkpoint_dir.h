@@ -27,8 +27,9 @@ int64_t step_of_dir_name(const std::string& name);
 
 // DIR/.tmp-step-<step>-<token>: where the save of `step` by the run named `token` is written.
 std::string temp_step_dir(const std::string& dir, int64_t step, int64_t token);
-// Creates `dir` (with its parents) and an empty temp_step_dir(dir, step, token), removing a
-// leftover of the same name first; returns its path.
+// Creates `dir` (with its parents) and an empty temp_step_dir(dir, step, token); returns its
+// path. First removes what crashed saves left in `dir` (.tmp-* directories, latest.tmp.* files):
+// one run saves into a directory at a time, so none of them is in use.
 std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token);
 // Makes the temporary directory the checkpoint of `step`: fsyncs it, renames it to
 // DIR/step-<step> (replacing an unpublished directory of that name left by an earlier run),
@@ -41,7 +42,9 @@ std::string read_latest(const std::string& dir);
 
 // The step directories in `dir`, newest (highest step) first, as paths.
 std::vector<std::string> step_dirs(const std::string& dir);
-// Deletes all but the newest `keep` step directories; returns the deleted paths.
+// Deletes all but the newest `keep` step directories; returns the deleted paths. A step directory
+// is deleted (here and when commit_step_dir replaces one) by renaming it to a .tmp- name and
+// fsyncing DIR first, so a crash never leaves a torn directory under a step name.
 std::vector<std::string> prune_step_dirs(const std::string& dir, int keep);
 
 }  // namespace zs::checkpoint

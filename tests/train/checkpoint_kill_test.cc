@@ -52,14 +52,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRanks = 2;
 constexpr int kSteps = 20;
 constexpr int kKeep = 2;
-// prune_step_dirs and commit_step_dir (checkpoint/checkpoint_dir.cc) delete a step directory in
-// place, file by file: a kill in the middle leaves a torn directory under a step name. It is
-// never the one `latest` names (pruning runs after `latest` moved; the replaced one is newer
-// than `latest`), so the previous checkpoint stays loadable (--resume auto tries `latest` first
-// and would skip the torn one), but check (2) cannot hold. Once both rename the directory to a
-// .tmp- name (and fsync DIR) before deleting it, set this to true: then every step directory must
-// be complete.
-constexpr bool kDeletesAreAtomic = false;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -266,7 +258,6 @@ TEST(CheckpointKill, SigkillAtRandomPointsLeavesTheLastCheckpointLoadable) {
   const auto test_start = Clock::now();
   int done = 0, killed = 0, mid_save = 0, resumes = 0, fresh = 0, with_leftovers = 0;
   int leftovers_after = 0;
-  std::set<std::string> torn;
   for (int it = 0; it < iterations; ++it) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - test_start).count();
     if (elapsed > budget_seconds && it >= iterations / 3) break;
@@ -319,23 +310,10 @@ TEST(CheckpointKill, SigkillAtRandomPointsLeavesTheLastCheckpointLoadable) {
       ASSERT_TRUE(fs::is_directory(named)) << where << "\n" << describe(dir);
       ASSERT_EQ(incomplete(named), "") << where << ": latest\n" << describe(dir);
     }
-    // (2) Every step directory (no .tmp prefix) is complete; see kDeletesAreAtomic for the one
-    // exception for now, counted and printed.
-    for (size_t i = 0; i < after.step_dirs.size(); ++i) {
-      const std::string& path = after.step_dirs[i];
-      const std::string why = incomplete(path);
-      if (why.empty()) continue;
-      // Pruning deletes the oldest beyond the newest kKeep; commit_step_dir replaces one newer
-      // than `latest`.
-      const bool deleted_in_place =
-          i >= static_cast<size_t>(kKeep) ||
-          step_of_dir_name(fs::path(path).filename().string()) > after.latest_step;
-      ASSERT_TRUE(!kDeletesAreAtomic && deleted_in_place)
-          << where << ": " << path << ": " << why << "\n"
-          << describe(dir);
-      std::printf("  %s: %s is torn (%s): killed while it was deleted\n", where.c_str(),
-                  path.c_str(), why.c_str());
-      torn.insert(path);
+    // (2) Every step directory (no .tmp prefix) is complete: saves appear by a rename, and
+    // pruning and replacing delete a step directory only after renaming it to a .tmp- name.
+    for (const std::string& path : after.step_dirs) {
+      ASSERT_EQ(incomplete(path), "") << where << ": " << path << "\n" << describe(dir);
     }
     // (3) A copy resumes to the end with --resume auto from exactly what `latest` names (the
     // newest step directory without one; from scratch without any), the .tmp-* leftovers
@@ -377,10 +355,9 @@ TEST(CheckpointKill, SigkillAtRandomPointsLeavesTheLastCheckpointLoadable) {
   }
   std::printf(
       "checkpoint kill test: %d iterations, %d killed (%d during a save), %d ran to the end; "
-      "%d resumes verified (%d with .tmp-* leftovers), %d fresh starts; %d torn step directories "
-      "left by a delete; up to %d .tmp-* directories still there after a resumed run finished\n",
-      done, killed, mid_save, done - killed, resumes, with_leftovers, fresh,
-      static_cast<int>(torn.size()), leftovers_after);
+      "%d resumes verified (%d with .tmp-* leftovers), %d fresh starts; up to %d .tmp-* "
+      "directories still there after a resumed run finished\n",
+      done, killed, mid_save, done - killed, resumes, with_leftovers, fresh, leftovers_after);
   EXPECT_GE(done, iterations / 3);
 }
 
