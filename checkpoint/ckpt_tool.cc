@@ -1,12 +1,15 @@
-// zs-ckpt: argument parsing (CLI11), the inspect and convert commands, exit codes.
+// zs-ckpt: argument parsing (CLI11), the inspect, convert and export commands, exit codes.
 #include "checkpoint/ckpt_tool.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/gpt2_weights.h"
 #include "runtime/error.h"
 
@@ -97,8 +100,10 @@ struct ConvertOptions {
   int64_t padded_vocab = 0;
 };
 
-void convert(const std::string& input, const std::string& output, const ConvertOptions& flags,
-             std::ostream& out) {
+// The output format and dtype --to, --dtype and OUT's extension name; `dtype_given` says
+// whether --dtype was given (else options.dtype stays f32).
+Gpt2ExportOptions output_options(const ConvertOptions& flags, const std::string& output,
+                                 bool* dtype_given) {
   Gpt2ExportOptions options;
   if (!flags.to.empty()) {
     if (flags.to == "safetensors") {
@@ -112,8 +117,8 @@ void convert(const std::string& input, const std::string& output, const ConvertO
     throw UsageError{"cannot tell the output format from '" + output +
                      "'; name it *.safetensors or *.bin (llm.c), or pass --to"};
   }
-  const bool dtype_given = !flags.dtype.empty();
-  if (dtype_given) {
+  const bool given = !flags.dtype.empty();
+  if (given) {
     if (!parse_stored_dtype(flags.dtype, &options.dtype) || !is_float_dtype(options.dtype)) {
       throw UsageError{"--dtype must be f32, f16 or bf16, not '" + flags.dtype + "'"};
     }
@@ -122,6 +127,14 @@ void convert(const std::string& input, const std::string& output, const ConvertO
     }
   }
   options.padded_vocab = flags.padded_vocab;
+  *dtype_given = given;
+  return options;
+}
+
+void convert(const std::string& input, const std::string& output, const ConvertOptions& flags,
+             std::ostream& out) {
+  bool dtype_given = false;
+  Gpt2ExportOptions options = output_options(flags, output, &dtype_given);
 
   const models::GptConfig config = infer_gpt2_config(input, flags.heads);
   const Gpt2WeightSource source(input, config);
@@ -156,17 +169,41 @@ void convert(const std::string& input, const std::string& output, const ConvertO
       << gpt2_parameter_count(config) << " parameters\n";
 }
 
+std::string mib(uint64_t bytes) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return text.str();
+}
+
+void export_weights(const std::string& input, const std::string& output,
+                    const ConvertOptions& flags, std::ostream& out) {
+  bool dtype_given = false;
+  const Gpt2ExportOptions options = output_options(flags, output, &dtype_given);
+  const ExportReport report = export_checkpoint(input, output, options);
+  out << "wrote " << output << ": " << weight_format_name(options.format) << ", "
+      << stored_dtype_name(options.dtype) << ", from checkpoint " << resolve_step_dir(input)
+      << "\n";
+  out << "memory: largest tensor buffer " << mib(report.largest_tensor_bytes)
+      << ", process peak RSS " << mib(report.peak_rss_bytes) << " (" << mib(report.rss_before_bytes)
+      << " before the export); model " << mib(report.model_bytes) << " (fp32)\n";
+}
+
 }  // namespace
 
 int run_ckpt_tool(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app("zs-ckpt: inspect and convert GPT-2 weight files (safetensors, llm.c)", "zs-ckpt");
+  CLI::App app(
+      "zs-ckpt: inspect and convert GPT-2 weight files (safetensors, llm.c) and sharded "
+      "checkpoints",
+      "zs-ckpt");
   app.require_subcommand(1);
 
   std::string inspect_path;
   int64_t inspect_heads = 0;
   CLI::App* inspect_command =
       app.add_subcommand("inspect", "format, tensors, GPT-2 config and parameter count of FILE");
-  inspect_command->add_option("FILE", inspect_path, "a .safetensors or llm.c .bin file")
+  inspect_command
+      ->add_option("FILE", inspect_path,
+                   "a .safetensors or llm.c .bin file, or a checkpoint directory")
       ->required();
   inspect_command->add_option("--heads", inspect_heads,
                               "attention heads, when the file does not record them");
@@ -187,6 +224,23 @@ int run_ckpt_tool(int argc, const char* const* argv, std::ostream& out, std::ost
   convert_command->add_option("--padded-vocab", flags.padded_vocab,
                               "llm.c output: vocab padded to this (default: a multiple of 128)");
 
+  std::string export_input, export_output;
+  ConvertOptions export_flags;
+  CLI::App* export_command = app.add_subcommand(
+      "export", "consolidated GPT-2 weights of a sharded checkpoint, streamed tensor by tensor");
+  export_command
+      ->add_option("DIR", export_input,
+                   "a step directory, or a checkpoint directory with a `latest` file")
+      ->required();
+  export_command->add_option("OUT", export_output, "the file to write (replaced atomically)")
+      ->required();
+  export_command->add_option("--to", export_flags.to,
+                             "output format: safetensors or llmc "
+                             "(default: from OUT's extension)");
+  export_command->add_option("--dtype", export_flags.dtype, "output dtype: f32, f16 or bf16");
+  export_command->add_option("--padded-vocab", export_flags.padded_vocab,
+                             "llm.c output: vocab padded to this (default: a multiple of 128)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -195,8 +249,12 @@ int run_ckpt_tool(int argc, const char* const* argv, std::ostream& out, std::ost
     return code == 0 ? 0 : kExitUsage;
   }
   try {
-    if (*inspect_command) {
+    if (*inspect_command && std::filesystem::is_directory(inspect_path)) {
+      inspect_checkpoint(inspect_path, out);
+    } else if (*inspect_command) {
       inspect(inspect_path, inspect_heads, out);
+    } else if (*export_command) {
+      export_weights(export_input, export_output, export_flags, out);
     } else {
       convert(input, output, flags, out);
     }

@@ -9,6 +9,13 @@
 //       GPT-2 weights between a Hugging Face-layout safetensors file and an llm.c checkpoint;
 //       the output format comes from --to or OUT's extension (.safetensors / .bin), the dtype
 //       from --dtype or the input's
+//   zs-ckpt inspect DIR
+//       a sharded checkpoint (a step directory, or DIR with `latest`): step, world size, stage,
+//       model, optimizer, loss scale, every rank file with its size and checksum, verified, and
+//       every parameter (checkpoint/checkpoint_weights.h)
+//   zs-ckpt export DIR OUT [--to safetensors|llmc] [--dtype f32|f16|bf16] [--padded-vocab N]
+//       the checkpoint's consolidated GPT-2 weights, as --save-weights writes them, streamed
+//       one tensor at a time; prints the largest tensor buffer and peak RSS next to the model size
 //
 // Exit codes: 0 success, 1 a file that cannot be read, is invalid or does not fit (the message
 // names it), 2 a usage error. Messages go to `err`, results to `out`.

@@ -76,30 +76,69 @@ void check_tensors(const json& layout, const sharding::ShardedModel& model,
            " tensors, this model has ", here, "; it is a checkpoint of another model");
 }
 
+SavedLayout::SavedLayout(const json& meta, const std::string& source) : source_(source) {
+  const json& layout = meta.at("layout");
+  const json& units = layout.at("units");
+  tensors_ = 1 + layout.at("optimizer_state").size();
+  const size_t world = meta.at("files").size();
+  unit_bytes_.assign(world, std::vector<uint64_t>(units.size() + 1, 0));
+  for (size_t u = 0; u < units.size(); ++u) {
+    const json& rr = units[u].at("rank_ranges");
+    ZS_CHECK_AS(CorruptCheckpoint, rr.size() == world, "checkpoint '", source, "': unit ", u,
+                " has ", rr.size(), " rank ranges for ", world, " rank files");
+    ranges_.emplace_back();
+    for (size_t r = 0; r < world; ++r) {
+      ranges_[u].emplace_back(rr[r].at(0).get<int64_t>(), rr[r].at(1).get<int64_t>());
+    }
+    cover_.push_back(covering_ranks(units[u], source));
+    for (const json& p : units[u].at("parameters")) {
+      const std::string name = p.at("name").get<std::string>();
+      const Shape shape = p.at("shape").get<Shape>();
+      parameters_.push_back({name, shape});
+      where_[name] = {u, p.at("offset").get<int64_t>(), shape_numel(shape)};
+    }
+  }
+  // Byte offset of each unit in each rank file, and each file's size.
+  for (size_t r = 0; r < world; ++r) {
+    for (size_t u = 0; u < units.size(); ++u) {
+      const auto [begin, end] = ranges_[u][r];
+      unit_bytes_[r][u + 1] =
+          unit_bytes_[r][u] + tensors_ * static_cast<uint64_t>(end - begin) * sizeof(float);
+    }
+  }
+}
+
+std::vector<SavedLayout::Span> SavedLayout::spans(const std::string& name, int64_t lo, int64_t hi,
+                                                  size_t tensor) const {
+  const auto found = where_.find(name);
+  ZS_CHECK(found != where_.end(), "checkpoint '", source_, "' has no tensor '", name, "'");
+  ZS_CHECK(tensor < tensors_, "checkpoint '", source_, "' has ", tensors_ - 1,
+           " optimizer state tensors, not ", tensor);
+  const Where& from = found->second;
+  std::vector<Span> out;
+  for (const int r : cover_[from.unit]) {
+    const auto [saved_begin, saved_end] = ranges_[from.unit][static_cast<size_t>(r)];
+    const int64_t a = std::max({lo, saved_begin - from.offset, int64_t{0}});
+    const int64_t b = std::min({hi, saved_end - from.offset, from.numel});
+    if (a >= b) continue;
+    const uint64_t saved_len = static_cast<uint64_t>(saved_end - saved_begin);
+    const uint64_t element =
+        tensor * saved_len + static_cast<uint64_t>(from.offset + a - saved_begin);
+    out.push_back(
+        {r, unit_bytes_[static_cast<size_t>(r)][from.unit] + element * sizeof(float), a, b - a});
+  }
+  return out;
+}
+
+uint64_t SavedLayout::file_bytes(int rank) const {
+  return unit_bytes_.at(static_cast<size_t>(rank)).back();
+}
+
 ReshardReader::ReshardReader(const std::string& dir, const json& meta,
                              const sharding::ShardedModel& model, int world_rank,
                              const optim::Optimizer& optimizer) {
-  const json& layout = meta.at("layout");
-  const json& units = layout.at("units");
+  const SavedLayout saved(meta, dir);
   const size_t tensors = 1 + optimizer.state_names().size();
-  const size_t world = meta.at("files").size();
-  // Byte offset of each saved unit in each rank file, and each file's size.
-  std::vector<std::vector<uint64_t>> unit_bytes(world, std::vector<uint64_t>(units.size() + 1, 0));
-  auto range = [&](size_t u, size_t r) {
-    const json& rr = units[u].at("rank_ranges").at(r);
-    return std::pair<int64_t, int64_t>(rr.at(0).get<int64_t>(), rr.at(1).get<int64_t>());
-  };
-  for (size_t r = 0; r < world; ++r) {
-    for (size_t u = 0; u < units.size(); ++u) {
-      const auto [begin, end] = range(u, r);
-      unit_bytes[r][u + 1] =
-          unit_bytes[r][u] + tensors * static_cast<uint64_t>(end - begin) * sizeof(float);
-    }
-  }
-  std::vector<std::vector<int>> cover;
-  for (const json& unit : units) cover.push_back(covering_ranks(unit, dir));
-  const std::map<std::string, SavedParameter> saved = saved_parameters(layout);
-
   std::map<int, size_t> file_of_rank;
   const std::vector<sharding::ShardedModel::UnitInfo> infos = model.units();
   ZS_CHECK(infos.size() == optimizer.num_views(), "resharding: ", infos.size(), " units but ",
@@ -114,21 +153,12 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
       const int64_t lo = std::max(begin, p.offset) - p.offset;
       const int64_t hi = std::min(end, p.offset + numel) - p.offset;
       if (lo >= hi) continue;
-      const SavedParameter& from = saved.at(p.name);
-      for (const int r : cover[from.unit]) {
-        const auto [saved_begin, saved_end] = range(from.unit, static_cast<size_t>(r));
-        const int64_t a = std::max({lo, saved_begin - from.offset, int64_t{0}});
-        const int64_t b = std::min({hi, saved_end - from.offset, numel});
-        if (a >= b) continue;
-        const auto [it, added] = file_of_rank.emplace(r, ranks_.size());
-        if (added) ranks_.push_back(r);
-        const uint64_t saved_len = static_cast<uint64_t>(saved_end - saved_begin);
-        for (size_t t = 0; t < tensors; ++t) {
-          const uint64_t element =
-              t * saved_len + static_cast<uint64_t>(from.offset + a - saved_begin);
+      for (size_t t = 0; t < tensors; ++t) {
+        for (const SavedLayout::Span& span : saved.spans(p.name, lo, hi, t)) {
+          const auto [it, added] = file_of_rank.emplace(span.rank, ranks_.size());
+          if (added) ranks_.push_back(span.rank);
           copies_.push_back(
-              {it->second, unit_bytes[static_cast<size_t>(r)][from.unit] + element * sizeof(float),
-               k, t, p.offset + a - begin, b - a});
+              {it->second, span.file_offset, k, t, p.offset + span.element - begin, span.count});
         }
       }
     }
@@ -138,7 +168,7 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
     const std::string path = (std::filesystem::path(dir) / rank_file_name(r)).string();
     const json& entry = meta.at("files").at(static_cast<size_t>(r));
     const uint64_t checksum = parse_checksum(entry.at("checksum").get<std::string>());
-    files_.push_back(open_verified(path, unit_bytes[static_cast<size_t>(r)].back(), checksum));
+    files_.push_back(open_verified(path, saved.file_bytes(r), checksum));
   }
 }
 

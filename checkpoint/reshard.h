@@ -18,7 +18,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,52 @@ namespace zs::checkpoint {
 // padding and unit boundaries may differ. `source` names the checkpoint.
 void check_tensors(const nlohmann::json& layout, const sharding::ShardedModel& model,
                    const optim::Optimizer& optimizer, const std::string& source);
+
+// The saved layout of a sharded checkpoint as byte ranges of its rank files: where any
+// elements of a saved parameter lie, for its masters and for each optimizer state tensor. For
+// every unit the covering files (stage 0: rank 0's; hybrid: the first shard group's) hold each
+// element once. ReshardReader plans its copies with it; zs-ckpt export reads whole parameters
+// through it. Immutable after construction.
+class SavedLayout {
+ public:
+  // `meta`: the checkpoint's metadata (meta.json); `source` names the checkpoint in errors.
+  SavedLayout(const nlohmann::json& meta, const std::string& source);
+
+  // `count` fp32 values at byte `file_offset` of rank file `rank` are elements
+  // [element, element + count) of the parameter.
+  struct Span {
+    int rank;
+    uint64_t file_offset;
+    int64_t element;
+    int64_t count;
+  };
+  // Elements [lo, hi) of saved parameter `name` in tensor `tensor` (0: the master, 1 + i:
+  // optimizer state i), in element order. InvalidArgument for a name the checkpoint lacks.
+  std::vector<Span> spans(const std::string& name, int64_t lo, int64_t hi, size_t tensor) const;
+  // The size rank file `rank` must have.
+  uint64_t file_bytes(int rank) const;
+  int world_size() const { return static_cast<int>(unit_bytes_.size()); }
+  // Every saved parameter, in the saved order (units, then their parameters).
+  struct Parameter {
+    std::string name;
+    Shape shape;
+  };
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+
+ private:
+  struct Where {
+    size_t unit;
+    int64_t offset;  // in the unit's flat buffer
+    int64_t numel;
+  };
+  std::string source_;
+  size_t tensors_;                                                // 1 + optimizer state tensors
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges_;  // [unit][rank]
+  std::vector<std::vector<int>> cover_;                           // [unit]: covering ranks
+  std::vector<std::vector<uint64_t>> unit_bytes_;  // [rank][unit]: byte offset; [units]: size
+  std::vector<Parameter> parameters_;
+  std::map<std::string, Where> where_;
+};
 
 class ReshardReader {
  public:

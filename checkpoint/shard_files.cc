@@ -1,9 +1,11 @@
 // Rank files of sharded checkpoints and their layout metadata (checkpoint/shard_files.h).
 #include "checkpoint/shard_files.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "runtime/error.h"
@@ -74,6 +76,20 @@ uint64_t parse_checksum(const std::string& text) {
   return std::strtoull(text.c_str() + prefix.size(), nullptr, 16);
 }
 
+namespace {
+
+// The size and checksum checks of a rank file, for both ways of reading it.
+void check_rank_file(const std::string& path, uint64_t size, uint64_t bytes, uint64_t found,
+                     uint64_t checksum) {
+  ZS_CHECK_AS(CorruptCheckpoint, size == bytes, "checkpoint rank file '", path, "' has ", size,
+              " bytes, expected ", bytes, " (truncated or of another run); use another checkpoint");
+  ZS_CHECK_AS(CorruptCheckpoint, found == checksum, "checkpoint rank file '", path,
+              "' is corrupt: its checksum is ", checksum_text(found), ", the metadata says ",
+              checksum_text(checksum), "; use another checkpoint");
+}
+
+}  // namespace
+
 detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum) {
   detail::MappedFile file = [&] {
     try {
@@ -83,14 +99,27 @@ detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64
                "' cannot be read (missing?): ", e.what());
     }
   }();
-  ZS_CHECK_AS(CorruptCheckpoint, file.size() == bytes, "checkpoint rank file '", path, "' has ",
-              file.size(), " bytes, expected ", bytes,
-              " (truncated or of another run); use another checkpoint");
-  const uint64_t found = fnv1a64(file.data(), file.size());
-  ZS_CHECK_AS(CorruptCheckpoint, found == checksum, "checkpoint rank file '", path,
-              "' is corrupt: its checksum is ", checksum_text(found), ", the metadata says ",
-              checksum_text(checksum), "; use another checkpoint");
+  const uint64_t found = file.size() == bytes ? fnv1a64(file.data(), file.size()) : 0;
+  check_rank_file(path, file.size(), bytes, found, checksum);
   return file;
+}
+
+uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum) {
+  std::ifstream in(path, std::ios::binary);
+  ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint rank file '", path,
+              "' cannot be read (missing?): ", std::strerror(errno));
+  std::vector<char> buffer(1 << 20);
+  uint64_t size = 0, found = kFnv64Basis;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const size_t got = static_cast<size_t>(in.gcount());
+    found = fnv1a64(buffer.data(), got, found);
+    size += got;
+  }
+  ZS_CHECK_AS(CorruptCheckpoint, in.eof(), "checkpoint rank file '", path,
+              "' cannot be read: ", std::strerror(errno));
+  check_rank_file(path, size, bytes, size == bytes ? found : 0, checksum);
+  return found;
 }
 
 RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,

@@ -41,6 +41,9 @@ uint64_t parse_checksum(const std::string& text);
 // `checksum`; CorruptCheckpoint naming `path` (and both checksums) when it is missing, of
 // another size or corrupt.
 detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum);
+// The same checks as open_verified, reading the file through a small buffer instead of mapping
+// it (for tools that must not hold a whole rank file in memory); returns the file's checksum.
+uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum);
 
 // "rank-00003.bin".
 std::string rank_file_name(int rank);
