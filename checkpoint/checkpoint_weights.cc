@@ -89,6 +89,11 @@ json read_checkpoint_meta(const std::string& dir) {
   }
 }
 
+models::GptConfig checkpoint_gpt_config(const std::string& path) {
+  const std::string dir = resolve_step_dir(path);
+  return gpt_config(read_checkpoint_meta(dir), dir);
+}
+
 void inspect_checkpoint(const std::string& path, std::ostream& out) {
   const std::string dir = resolve_step_dir(path);
   const json meta = read_checkpoint_meta(dir);

@@ -1,6 +1,7 @@
 // zs-ckpt's view of a sharded checkpoint directory (checkpoint/checkpoint_dir.h): finding the
 // step directory, describing it (`zs-ckpt inspect DIR`), and reading its GPT-2 weights one
-// parameter at a time (`zs-ckpt export DIR out.safetensors`).
+// parameter at a time (`zs-ckpt export DIR out.safetensors`, and `zs-train --init-from DIR`,
+// which starts from a checkpoint's weights only).
 //
 // CheckpointWeights verifies every rank file (size and checksum, streamed through a small
 // buffer) on construction, then fill() reads only the byte ranges of one parameter's masters from
@@ -34,6 +35,10 @@ namespace zs::checkpoint {
 std::string resolve_step_dir(const std::string& path);
 // The parsed meta.json of step directory `dir`; CorruptCheckpoint when missing or invalid.
 nlohmann::json read_checkpoint_meta(const std::string& dir);
+
+// The GPT shape of the checkpoint `path` names (resolve_step_dir), from its metadata alone;
+// InvalidArgument for a checkpoint of another model.
+models::GptConfig checkpoint_gpt_config(const std::string& path);
 
 // Prints step, world size, stage, model, optimizer, loss scale, every rank file with its size
 // and checksum (each verified: "ok", "MISMATCH" or "MISSING") and every parameter. After

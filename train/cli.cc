@@ -120,7 +120,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--vocab-size", c.vocab_size, "override the preset's vocabulary")->group(kModel);
   app.add_option("--context", c.context, "override the preset's context length")->group(kModel);
   app.add_option("--init-from", c.init_from,
-                 "start from GPT-2 weights: safetensors (Hugging Face layout) or llm.c .bin")
+                 "start from GPT-2 weights: safetensors (Hugging Face layout), llm.c .bin, or a "
+                 "sharded checkpoint directory (its weights only, for fine-tuning)")
       ->group(kModel);
   app.add_option("--save-weights", c.save_weights,
                  "write the trained weights at the end (.safetensors, or llm.c .bin)")

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/gpt2_weights.h"
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
@@ -488,9 +490,11 @@ void apply_model_config_json(const std::string& json_text, const std::string& so
 models::GptConfig resolve_model_config(const TrainConfig& c) {
   // Starting from weights: the file's shape (the flags below may only restate it; a mismatch
   // is reported when the weights are read).
-  models::GptConfig g = c.init_from.empty() ? models::gpt_preset(c.model)
-                                            : checkpoint::infer_gpt2_config(
-                                                  c.init_from, std::max<int64_t>(c.n_head, 0));
+  models::GptConfig g =
+      c.init_from.empty() ? models::gpt_preset(c.model)
+      : std::filesystem::is_directory(c.init_from)
+          ? checkpoint::checkpoint_gpt_config(c.init_from)
+          : checkpoint::infer_gpt2_config(c.init_from, std::max<int64_t>(c.n_head, 0));
   if (!c.model_config.empty()) {
     std::ifstream file(c.model_config);
     ZS_CHECK_AS(IoError, file.good(), "--model-config '", c.model_config,

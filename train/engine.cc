@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/gpt2_weights.h"
 #include "comm/factory.h"
 #include "comm/local/local_backend.h"
@@ -129,7 +131,18 @@ class RankRun final : private StepRunner {
     }
     sharded_ =
         std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, plan_.sharding);
-    if (!c_.init_from.empty()) {
+    if (!c_.init_from.empty() && std::filesystem::is_directory(c_.init_from)) {
+      // A sharded checkpoint's weights only (fine-tuning): no optimizer state, step or data
+      // position carries over.
+      checkpoint::CheckpointWeights weights(c_.init_from);
+      sharded_->load_full_parameters([&](const std::string& name, const Shape& shape, float* dst) {
+        weights.fill(name, shape, dst);
+      });
+      if (lead_) {
+        ZS_LOG_INFO("initialized from the weights of checkpoint {} (step {})", weights.dir(),
+                    weights.completed_steps());
+      }
+    } else if (!c_.init_from.empty()) {
       const checkpoint::Gpt2WeightSource source(c_.init_from, model_config);
       sharded_->load_full_parameters([&](const std::string& name, const Shape& shape, float* dst) {
         source.fill(name, shape, dst);

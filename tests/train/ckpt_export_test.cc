@@ -2,7 +2,8 @@
 // param_hash_test.cc): inspect prints the step, world, stage, model, optimizer, every rank file
 // verified and every parameter, and exits 1 naming a corrupt or missing file; export writes, byte
 // for byte, what --save-weights wrote at the end of the run that saved the checkpoint at its last
-// step (safetensors, and llm.c .bin against convert of that file), at stages 0 and 3 and in bf16.
+// step (safetensors, and llm.c .bin against convert of that file), at stages 0 and 3 and in bf16;
+// zs-train --init-from DIR starts from the checkpoint's weights like --init-from that file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -127,6 +128,22 @@ INSTANTIATE_TEST_SUITE_P(Stages, CkptToolExport,
                          ::testing::Values(std::pair<int, DType>{0, DType::kF32},
                                            std::pair<int, DType>{3, DType::kF32},
                                            std::pair<int, DType>{2, DType::kBF16}));
+
+// --init-from DIR starts from the checkpoint's weights only: the same run as --init-from the
+// weights file --save-weights wrote at that step, bit for bit.
+TEST_F(CkptTool, InitFromACheckpointDirectoryIsInitFromItsWeights) {
+  const TrainConfig saved = run(3, DType::kF32);
+  TrainConfig from_dir = zs::testing::short_gpt_run(corpus_, 2, 1, DType::kF32);
+  from_dir.init_from = saved.checkpoint_dir;
+  from_dir.save_weights = dir_.path("from_dir.safetensors");
+  run_training(from_dir);
+  TrainConfig from_file = from_dir;
+  from_file.init_from = saved.save_weights;
+  from_file.save_weights = dir_.path("from_file.safetensors");
+  run_training(from_file);
+  EXPECT_TRUE(read_bytes(from_dir.save_weights) == read_bytes(from_file.save_weights));
+  EXPECT_FALSE(read_bytes(from_dir.save_weights) == read_bytes(saved.save_weights));
+}
 
 }  // namespace
 }  // namespace zs::train
