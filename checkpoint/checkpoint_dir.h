@@ -20,6 +20,10 @@
 
 namespace zs::checkpoint {
 
+// The format version a step directory's meta.json carries (train/checkpoints.h writes it); one
+// of a newer version is refused by every reader.
+constexpr int kCheckpointFormatVersion = 1;
+
 // "step-000120".
 std::string step_dir_name(int64_t step);
 // The step of a directory name "step-000120" (any number of digits), or -1 for other names.

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "models/gpt.h"
@@ -70,7 +71,7 @@ class NoCheckpoints final : public Checkpointer {
 };
 
 // The format version meta.json carries; a checkpoint of a newer version is refused.
-constexpr int kCheckpointFormatVersion = 1;
+constexpr int kCheckpointFormatVersion = checkpoint::kCheckpointFormatVersion;
 
 // The checkpointer for `config` over `state`: NoCheckpoints without --checkpoint-dir and
 // --resume, else one that saves and restores sharded checkpoints.

@@ -1,6 +1,7 @@
 // zs-ckpt on sharded checkpoints that zs-train wrote (2 local ranks, the short GPT run of
 // param_hash_test.cc): inspect prints the step, world, stage, model, optimizer, every rank file
-// verified and every parameter, and exits 1 naming a corrupt or missing file; export writes, byte
+// verified and every parameter, and exits 1 naming a corrupt or missing file (or a metadata
+// version from the future); export writes, byte
 // for byte, what --save-weights wrote at the end of the run that saved the checkpoint at its last
 // step (safetensors, and llm.c .bin against convert of that file), at stages 0 and 3 and in bf16;
 // zs-train --init-from DIR starts from the checkpoint's weights like --init-from that file.
@@ -93,6 +94,18 @@ TEST_F(CkptTool, InspectShowsTheCheckpointWithEveryFileVerified) {
   EXPECT_CONTAINS(corrupt.out, "step: 3\n");
   EXPECT_CONTAINS(corrupt.out, "MISMATCH");
   EXPECT_CONTAINS(corrupt.err, "rank-00001.bin' is corrupt: its checksum is");
+
+  // A metadata version from the future is refused, naming both versions.
+  const std::vector<char> bytes = read_bytes(step3 + "/meta.json");
+  const std::string meta(bytes.begin(), bytes.end());
+  const size_t at = meta.find("\"format_version\": 1");
+  ASSERT_NE(at, std::string::npos) << meta;
+  write_text(step3 + "/meta.json",
+             meta.substr(0, at) + "\"format_version\": 99" +
+                 meta.substr(at + std::string("\"format_version\": 1").size()));
+  const ToolRun future = zs_ckpt({"inspect", step3});
+  EXPECT_EQ(future.code, 1);
+  EXPECT_CONTAINS(future.err, "has format version 99, newer than this zeroshard reads (1)");
 
   fs::remove(c.checkpoint_dir + "/step-000006/rank-00000.bin");
   const ToolRun missing = zs_ckpt({"inspect", c.checkpoint_dir});
