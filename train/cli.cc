@@ -140,7 +140,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       ->group(kCheckpoints);
   app.add_option("--resume", c.resume,
                  "auto: continue from the newest checkpoint in --checkpoint-dir that verifies "
-                 "(fresh if none); or a step directory to continue from (same ranks and stage)")
+                 "(fresh if none); or a step directory to continue from (any ranks and stage: it "
+                 "is resharded; the global batch must stay the same)")
       ->group(kCheckpoints);
 
   const std::string kData = "Data";
