@@ -57,6 +57,14 @@ void remove_leftovers(const fs::path& dir) {
 
 }  // namespace
 
+void check_format_version(int version, const std::string& dir) {
+  ZS_CHECK(version <= kCheckpointFormatVersion, "checkpoint '", dir, "' has format version ",
+           version, ", newer than this zeroshard reads (", kCheckpointFormatVersion,
+           "); read it with the zeroshard that wrote it, or a newer one");
+  ZS_CHECK_AS(CorruptCheckpoint, version >= 1, "checkpoint '", dir, "' has format version ",
+              version);
+}
+
 std::string step_dir_name(int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "%s%06lld", kStepPrefix, static_cast<long long>(step));

@@ -23,6 +23,10 @@ namespace zs::checkpoint {
 // The format version a step directory's meta.json carries (train/checkpoints.h writes it); one
 // of a newer version is refused by every reader.
 constexpr int kCheckpointFormatVersion = 1;
+// Refuses a meta.json `format_version` this build cannot read: newer than
+// kCheckpointFormatVersion (InvalidArgument: the zeroshard that wrote it reads it), or below 1
+// (CorruptCheckpoint). `dir` names the checkpoint in the message.
+void check_format_version(int version, const std::string& dir);
 
 // "step-000120".
 std::string step_dir_name(int64_t step);

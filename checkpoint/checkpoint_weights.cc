@@ -79,10 +79,7 @@ json read_checkpoint_meta(const std::string& dir) {
               " (a torn save?)");
   try {
     json meta = json::parse(in);
-    const int version = meta.at("format_version").get<int>();
-    ZS_CHECK(version <= kCheckpointFormatVersion, "checkpoint '", dir, "' has format version ",
-             version, ", newer than this zeroshard reads (", kCheckpointFormatVersion,
-             "); read it with the zeroshard that wrote it, or a newer one");
+    check_format_version(meta.at("format_version").get<int>(), dir);
     ZS_CHECK_AS(CorruptCheckpoint, meta.at("world_size").get<size_t>() == meta.at("files").size(),
                 "checkpoint metadata '", path, "' lists ", meta.at("files").size(),
                 " rank files for ", meta.at("world_size").get<int>(), " ranks");

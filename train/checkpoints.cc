@@ -284,12 +284,7 @@ void ShardedCheckpointer::save(int64_t completed) {
 }
 
 bool ShardedCheckpointer::check_compatible(const json& meta, const std::string& dir) const {
-  const int version = meta.at("format_version").get<int>();
-  ZS_CHECK(version <= kCheckpointFormatVersion, "checkpoint '", dir, "' has format version ",
-           version, ", newer than this zeroshard reads (", kCheckpointFormatVersion,
-           "); load it with the zeroshard that wrote it, or a newer one");
-  ZS_CHECK_AS(CorruptCheckpoint, version >= 1, "checkpoint '", dir, "' has format version ",
-              version);
+  checkpoint::check_format_version(meta.at("format_version").get<int>(), dir);
   const int world = meta.at("world_size").get<int>();
   const int stage = meta.at("stage").get<int>();
   const int hybrid = meta.at("hybrid_group").get<int>();
