@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
 
 #include "checkpoint/gpt2_weights.h"
 #include "checkpoint_test_util.h"
 #include "runtime/allocator.h"
+#include "tests/support/ckpt_tool_run.h"
 
 namespace zs::checkpoint {
 namespace {
@@ -19,19 +21,9 @@ using testing::ScratchDir;
 using testing::tiny_gpt_config;
 using testing::write_bytes;
 
-struct ToolRun {
-  int code;
-  std::string out, err;
-};
+using zs::testing::ToolRun;
 
-ToolRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "zs-ckpt");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = run_ckpt_tool(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+ToolRun run(std::vector<std::string> args) { return zs::testing::run_zs_ckpt(std::move(args)); }
 
 // A tiny GPT exported to `path` (safetensors); returns its parameter count.
 int64_t write_model(const std::string& path) {

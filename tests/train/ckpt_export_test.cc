@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/ckpt_tool.h"
+#include "tests/support/ckpt_tool_run.h"
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
@@ -28,19 +28,8 @@ using zs::testing::learnable_corpus;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
 
-struct ToolRun {
-  int code;
-  std::string out, err;
-};
-
-ToolRun zs_ckpt(std::vector<std::string> args) {
-  args.insert(args.begin(), "zs-ckpt");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = checkpoint::run_ckpt_tool(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using zs::testing::ToolRun;
+const auto zs_ckpt = zs::testing::run_zs_ckpt;
 
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
