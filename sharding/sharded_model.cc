@@ -54,9 +54,11 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       shard_comm_(&comm),
       allocator_(allocator),
       config_(config),
-      policy_(StagePolicy::make(config.stage, config.hybrid_group > 0)) {
-  ZS_CHECK(config.ddp_sync == DdpSync::kBucketed ||
-               policy_.reduce_collective == GradientCollective::kAllReduce,
+      policy_(StagePolicy::make(config.stage, config.hybrid_group > 0,
+                                config.hybrid_group > 0 ? config.hybrid_group : comm.size())) {
+  // Asked of the stage requested, not the one that runs: a configuration valid at one rank only
+  // (where every stage runs as stage 0) would fail when the job grows.
+  ZS_CHECK(config.ddp_sync == DdpSync::kBucketed || policy_.requested_stage == 0,
            "sharding: ddp_sync '", ddp_sync_name(config.ddp_sync),
            "' is a gradient sync of stage 0 (DDP), but stage ", config.stage,
            " reduce-scatters gradients; use ddp_sync = bucketed with this stage, or stage 0");
@@ -98,6 +100,16 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     ZS_CHECK(comm.size() % g == 0, "sharding: the world size ", comm.size(),
              " is not a multiple of the hybrid group size ", g,
              "; use a group size that divides it (e.g. the ranks per node)");
+  }
+  if (policy_.stage != policy_.requested_stage && comm.rank() == 0) {
+    ZS_LOG_INFO(
+        "sharding: one rank per shard group shards nothing; stage {}{} runs as stage 0 (full "
+        "buffers, no gathers)",
+        policy_.requested_stage, config.hybrid_group > 0 ? " hybrid" : "");
+  }
+  // Groups of one rank shard nothing: the policy runs them as stage 0 over the world.
+  if (policy_.hybrid) {
+    const int g = config.hybrid_group;
     // Groups of consecutive ranks share the shards; ranks at the same position in every group
     // hold replicas of the same shard.
     intra_group_ = comm.split(comm.rank() / g, comm.rank());
@@ -371,9 +383,15 @@ void ShardedModel::reduce_grads(Unit& u) {
     ops::copy_(send, u.grad_full);
   }
   if (policy_.reduce_collective == GradientCollective::kAllReduce) {
-    switch (config_.ddp_sync) {
+    // Over one rank the average is the gradient itself, bit for bit (every backend averages
+    // with fp32 accumulation and rounds back to the dtype it was given): nothing to send, and
+    // `send` is the result.
+    const int ranks = shard_comm_->size();
+    switch (ranks > 1 ? config_.ddp_sync : DdpSync::kBucketed) {
       case DdpSync::kBucketed:
-        u.reductions.push_back(shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options));
+        if (ranks > 1) {
+          u.reductions.push_back(shard_comm_->all_reduce(send, comm::ReduceOp::kAvg, options));
+        }
         break;
       case DdpSync::kPerTensor: {
         // Each parameter's gradient on its own (views of `send`; the Works keep it alive).
@@ -640,7 +658,7 @@ std::pair<int64_t, int64_t> ShardedModel::master_range(size_t unit, int world_ra
   const Unit& u = *units_[unit];
   // The shard group of a hybrid run is the rank's group of consecutive ranks (the split in the
   // constructor), where its rank is world_rank % group size.
-  const int group_rank = config_.hybrid_group > 0 ? world_rank % config_.hybrid_group : world_rank;
+  const int group_rank = policy_.hybrid ? world_rank % config_.hybrid_group : world_rank;
   const int64_t begin = policy_.master_begin(group_rank, u.shard);
   return {begin, begin + policy_.master_numel(u.padded, u.shard)};
 }

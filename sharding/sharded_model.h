@@ -7,7 +7,9 @@
 // views of the unit's flat gradient buffer.
 //
 // What each stage keeps, frees and communicates is decided once by its StagePolicy
-// (sharding/stage_policy.h, with the table of the stages); ShardedModel asks it.
+// (sharding/stage_policy.h, with the table of the stages); ShardedModel asks it. A shard group
+// of one rank (world size 1, hybrid groups of 1) shards nothing, so every stage runs as stage 0
+// there: no gathers, no copies, and no collective over a single rank.
 //
 // Unit boundaries are tape nodes (runtime/autograd.h record_boundary): the backward of a unit's
 // "end" node gathers its parameters (stage 3) and installs its gradient buffer; the backward of

@@ -5,11 +5,19 @@
 
 namespace zs::sharding {
 
-StagePolicy StagePolicy::make(int stage, bool hybrid) {
-  ZS_CHECK(stage >= 0 && stage <= 3, "sharding: stage must be 0, 1, 2 or 3, got ", stage);
-  ZS_CHECK(!hybrid || stage == 3, "sharding: hybrid sharding needs stage 3, got stage ", stage);
+StagePolicy StagePolicy::make(int requested_stage, bool hybrid_requested, int shard_ranks) {
+  ZS_CHECK(requested_stage >= 0 && requested_stage <= 3,
+           "sharding: stage must be 0, 1, 2 or 3, got ", requested_stage);
+  ZS_CHECK(!hybrid_requested || requested_stage == 3,
+           "sharding: hybrid sharding needs stage 3, got stage ", requested_stage);
+  ZS_CHECK(shard_ranks >= 1, "sharding: a shard group has at least one rank, got ", shard_ranks);
+  // One rank per shard group: nothing to shard, run stage 0 over the world.
+  const bool shards = shard_ranks > 1;
+  const int stage = shards ? requested_stage : 0;
+  const bool hybrid = shards && hybrid_requested;
   StagePolicy policy;
   policy.stage = stage;
+  policy.requested_stage = requested_stage;
   policy.hybrid = hybrid;
   policy.full_params_persist = stage <= 2;
   policy.full_grads_persist = stage <= 1;

@@ -16,6 +16,12 @@
 //   the updated slices into every unit; stage 3 all-gathers only into the units kept gathered.
 //   Hybrid: stage 3 inside a group; the reduced gradient shard is also all-reduced across groups.
 //
+// A shard group of one rank (world size 1, or hybrid groups of 1) shards nothing: a rank's shard
+// would be the whole buffer, its all-gathers copies of it and its reduce-scatters copies back.
+// Every stage, hybrid included, then runs as stage 0 over the world (DDP: full buffers that
+// persist, the fp32 master computed with in place in fp32, one all-reduce per unit — over one
+// rank, none at all), which gives the same bits (invariant 3) at stage 0's time and memory.
+//
 // "Per unit" reductions are launched from the unit's "begin" boundary in backward (stage 0's
 // all-reduce is DDP's bucket, one per unit) and overlap the rest of backward; stage 1 launches
 // them all in finish_backward. Stage 0's all-reduce can be swapped for the naive DdpSync variants
@@ -38,7 +44,11 @@ enum class ReduceTiming {
 };
 
 struct StagePolicy {
+  // The stage that runs: the one asked for, or 0 for a shard group of one rank (see above).
   int stage = 3;
+  // The stage asked for (what the run's configuration, reports and checkpoints name).
+  int requested_stage = 3;
+  // Hybrid sharding runs: asked for, over groups of more than one rank.
   bool hybrid = false;
 
   // What persists between steps.
@@ -67,9 +77,11 @@ struct StagePolicy {
   // full master into the full parameters instead.
   bool gather_after_step = true;
 
-  // Stage 0–3 without or with hybrid sharding. Throws InvalidArgument for a stage outside 0–3
-  // or hybrid with a stage other than 3.
-  static StagePolicy make(int stage, bool hybrid);
+  // Stage 0–3 without or with hybrid sharding, over shard groups of `shard_ranks` ranks (the
+  // world, or hybrid's group size): with one rank, stage 0's row over the world. Throws
+  // InvalidArgument for a stage outside 0–3, hybrid with a stage other than 3, or shard_ranks
+  // below 1.
+  static StagePolicy make(int stage, bool hybrid, int shard_ranks);
 
   // Whether a unit's full parameters of `full_bytes` are never released: every unit whose full
   // parameters persist, and under stage 3 those smaller than keep_gathered_below_bytes.

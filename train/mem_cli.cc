@@ -395,10 +395,20 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     } else {
       print_stage_rows(run, out);
     }
+    // A shard group of one rank shards nothing: every stage runs as stage 0 (StagePolicy).
+    const bool shards = (c.hybrid_group > 0 ? c.hybrid_group : c.world) > 1;
+    if (!shards) {
+      out << "One rank per shard group shards nothing: every stage runs as stage 0 (no gathers, "
+             "no collectives), so every row is stage 0's.\n";
+    }
     if (c.param_dtype != DType::kF32) {
       out << "Besides the paper's 2 + 2 + 12 bytes, the engine keeps an fp32 gradient accumulator "
-             "(4 bytes per element a rank owns) and, in stages 1-3, a "
-          << dtype_name(c.param_dtype) << " copy of its shard for the all-gathers.\n";
+             "(4 bytes per element a rank owns)"
+          << (shards
+                  ? std::string(" and, in stages 1-3, a ") + dtype_name(c.param_dtype) +
+                        " copy of its shard for the all-gathers"
+                  : std::string(" and stage 0's full ") + dtype_name(c.param_dtype) + " gradients")
+          << ".\n";
     }
     for (const std::string& note : run.notes) out << "note: " << note << "\n";
     if (run.budget) print_budget(run, out);

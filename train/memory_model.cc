@@ -280,7 +280,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   // What the stage keeps: the same decisions ShardedModel asks (sharding/stage_policy.h). It
   // refuses a stage outside 0–3 and hybrid below stage 3.
   const sharding::StagePolicy policy =
-      sharding::StagePolicy::make(config.stage, config.hybrid_group > 0);
+      sharding::StagePolicy::make(config.stage, config.hybrid_group > 0,
+                                  config.hybrid_group > 0 ? config.hybrid_group : config.world);
   ZS_CHECK(config.world >= 1, "memory model: world size must be >= 1, got ", config.world);
   ZS_CHECK(config.alignment >= 1, "memory model: alignment must be >= 1, got ", config.alignment);
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
@@ -296,9 +297,11 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   ZS_CHECK(!units.empty(), "memory model: no units");
   MemoryEstimate estimate;
   estimate.config = config;
-  const int n = config.hybrid_group > 0 ? config.hybrid_group : config.world;
+  // The ranks a unit is padded for and split over (hybrid groups of one rank run as stage 0 over
+  // the world).
+  const int n = policy.hybrid ? config.hybrid_group : config.world;
   estimate.shard_ranks = n;
-  const int stage = config.stage;
+  const int stage = policy.stage;  // the stage that runs (0 for a shard group of one rank)
   const bool fp32_params = config.param_dtype == DType::kF32;
   const bool fp32_grads = fp32_params && config.reduce_dtype == DType::kF32;
   const uint64_t state_bytes =

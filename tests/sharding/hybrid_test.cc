@@ -34,7 +34,7 @@ struct Result {
   size_t padded_elements = 0;
 };
 
-Result train(int world, int hybrid_group) {
+Result train(int world, int hybrid_group, int stage = 3) {
   Result result;
   std::mutex mutex;
   comm::run_local_ranks(world, [&](comm::Communicator& comm) {
@@ -42,6 +42,7 @@ Result train(int world, int hybrid_group) {
     CpuAllocator allocator(&tracker);
     models::Gpt model(small_config());
     ShardingConfig config;
+    config.stage = stage;
     config.hybrid_group = hybrid_group;
     config.seed = 5;
     ShardedModel sharded(model, comm, allocator, config);
@@ -97,6 +98,17 @@ TEST(HybridSharding, MatchesPlainStage3WithinRoundingAndShardsPerGroup) {
   // Shards are over the group of 2: each rank holds half of the (padded) parameters.
   EXPECT_EQ(hybrid.parameter_bytes, hybrid.padded_elements * 4 / 2);
   EXPECT_EQ(plain.parameter_bytes, plain.padded_elements * 4 / 4);
+}
+
+// Groups of one rank shard nothing: hybrid then runs as stage 0 (DDP) over the world, with the
+// same bits and the full parameters on every rank.
+TEST(HybridSharding, GroupsOfOneRankAreStageZeroBitForBit) {
+  const Result ddp = train(4, 0, 0);
+  const Result hybrid = train(4, 1);
+  EXPECT_EQ(hybrid.params, ddp.params);
+  EXPECT_EQ(hybrid.parameter_bytes, ddp.parameter_bytes);
+  // The full fp32 buffer on each rank: the gathered elements are 4 replicas of it.
+  EXPECT_EQ(hybrid.parameter_bytes, hybrid.padded_elements / 4 * sizeof(float));
 }
 
 TEST(HybridSharding, RejectsGroupsThatDoNotFit) {

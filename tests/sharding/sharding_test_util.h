@@ -219,7 +219,8 @@ double max_difference(const Run& a, const Run& b) {
 // category follow the ZeRO formulas for fp32 training (K = 8: Adam's m and v, whose bytes this
 // check keeps outside the tracker — it runs no optimizer), with Ψ the padded parameter count:
 // stage 0 params 4Ψ + grads 4Ψ; stage 1 params 4Ψ + master 4Ψ/N + grads 4Ψ + 4Ψ/N; stage 2
-// params 4Ψ + master 4Ψ/N + grads 4Ψ/N; stage 3 params 4Ψ/N + grads 4Ψ/N. And the step moves
+// params 4Ψ + master 4Ψ/N + grads 4Ψ/N; stage 3 params 4Ψ/N + grads 4Ψ/N; at N = 1 every stage
+// runs as stage 0 and issues no collective. And the step moves
 // the bytes of the architecture table: 2Ψ·(N−1)/N for stages 0–2, 3Ψ·(N−1)/N for stage 3 (in
 // bytes of fp32). Resets comm.stats(). Every rank of `comm` calls it.
 inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int stage) {
@@ -251,7 +252,10 @@ inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int sta
   const uint64_t params = tracker.current(MemoryCategory::kParameters);
   const uint64_t grads = tracker.current(MemoryCategory::kGradients);
   const uint64_t master = tracker.current(MemoryCategory::kMasterWeights);
-  switch (stage) {
+  // One rank shards nothing: every stage runs as stage 0 and costs what it costs.
+  const int runs_as = sharded.policy().stage;
+  EXPECT_EQ(runs_as, world == 1 ? 0 : stage);
+  switch (runs_as) {
     case 0:
       EXPECT_EQ(params, psi);
       EXPECT_EQ(grads, psi);
@@ -282,6 +286,10 @@ inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int sta
               static_cast<double>(all.calls))
       << "world " << world << " stage " << stage;
   EXPECT_EQ(all.bytes_received, all.bytes_sent);
+  // Nor does it communicate: no gathers, and no reduction over a single rank.
+  if (world == 1) {
+    EXPECT_EQ(all.calls, 0u) << "stage " << stage;
+  }
 }
 
 }  // namespace zs::sharding::testing

@@ -21,7 +21,7 @@ TEST(StagePolicy, AnswersEachStageInClosedForm) {
   for (int stage = 0; stage <= 3; ++stage) {
     for (bool hybrid : {false, true}) {
       if (hybrid && stage != 3) continue;
-      const StagePolicy p = StagePolicy::make(stage, hybrid);
+      const StagePolicy p = StagePolicy::make(stage, hybrid, 4);
       SCOPED_TRACE("stage " + std::to_string(stage) + (hybrid ? " hybrid" : ""));
       EXPECT_EQ(p.stage, stage);
       EXPECT_EQ(p.hybrid, hybrid);
@@ -46,9 +46,35 @@ TEST(StagePolicy, AnswersEachStageInClosedForm) {
   }
 }
 
+// A shard group of one rank shards nothing: every stage, and hybrid, runs as stage 0 (DDP) over
+// the world, and the policy says which stage was asked for.
+TEST(StagePolicy, AShardGroupOfOneRankRunsEveryStageAsStageZero) {
+  const StagePolicy ddp = StagePolicy::make(0, false, 4);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (bool hybrid : {false, true}) {
+      if (hybrid && stage != 3) continue;
+      const StagePolicy p = StagePolicy::make(stage, hybrid, 1);
+      SCOPED_TRACE("stage " + std::to_string(stage) + (hybrid ? " hybrid" : ""));
+      EXPECT_EQ(p.stage, 0);
+      EXPECT_EQ(p.requested_stage, stage);
+      EXPECT_FALSE(p.hybrid);
+      EXPECT_TRUE(p.full_params_persist);
+      EXPECT_TRUE(p.full_grads_persist);
+      EXPECT_FALSE(p.masters_sharded);
+      EXPECT_EQ(p.reduce_collective, ddp.reduce_collective);
+      EXPECT_EQ(p.reduce_timing, ddp.reduce_timing);
+      EXPECT_FALSE(p.all_reduce_across_groups);
+      EXPECT_FALSE(p.gather_after_step);
+      EXPECT_EQ(p.master_numel(96, 96), 96);
+      EXPECT_EQ(p.master_begin(0, 96), 0);
+    }
+  }
+  EXPECT_THROW(StagePolicy::make(3, false, 0), InvalidArgument);
+}
+
 TEST(StagePolicy, StaysGatheredIsEveryUnitWherePersistentElseTheSmallOnes) {
   for (int stage = 0; stage <= 3; ++stage) {
-    const StagePolicy p = StagePolicy::make(stage, false);
+    const StagePolicy p = StagePolicy::make(stage, false, 4);
     EXPECT_EQ(p.stays_gathered(1000, 0), stage <= 2) << stage;
     EXPECT_EQ(p.stays_gathered(1000, 1000), stage <= 2) << stage;  // strictly below
     EXPECT_TRUE(p.stays_gathered(999, 1000)) << stage;
@@ -56,9 +82,9 @@ TEST(StagePolicy, StaysGatheredIsEveryUnitWherePersistentElseTheSmallOnes) {
 }
 
 TEST(StagePolicy, RejectsAStageOutsideZeroToThreeAndHybridBelowStageThree) {
-  EXPECT_THROW(StagePolicy::make(-1, false), InvalidArgument);
-  EXPECT_THROW(StagePolicy::make(4, false), InvalidArgument);
-  for (int stage : {0, 1, 2}) EXPECT_THROW(StagePolicy::make(stage, true), InvalidArgument);
+  EXPECT_THROW(StagePolicy::make(-1, false, 4), InvalidArgument);
+  EXPECT_THROW(StagePolicy::make(4, false, 4), InvalidArgument);
+  for (int stage : {0, 1, 2}) EXPECT_THROW(StagePolicy::make(stage, true, 4), InvalidArgument);
 }
 
 TEST(StagePolicy, ShardedModelReportsTheUnitsThatStayGathered) {
