@@ -18,6 +18,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -122,6 +123,12 @@ class ShardedCheckpointer final : public Checkpointer {
   // run's unit plan (world size, stage, hybrid group, alignment): each rank then reads its own
   // file whole, else the files are resharded (checkpoint/reshard.h).
   bool check_compatible(const json& meta, const std::string& dir) const;
+  // Opens and verifies the files rank `rank` reads of checkpoint `dir` (metadata `meta`) and
+  // returns what writes them into this rank's masters and optimizer state: with the same unit
+  // plan its own file, whole, where that holds all its masters, else the byte ranges of the
+  // files that hold them (checkpoint/reshard.h; stage 0 on several ranks reads every file).
+  std::function<void()> open_files(const std::string& dir, const json& meta, bool same_plan,
+                                   int rank) const;
   // Why rank `rank` could not verify its file of `dir`, told on a rank that could verify its own
   // (and so parsed `meta`): the same check of that rank's file, run here. The error path only.
   std::string peer_failure(const std::string& dir, const json& meta, int rank) const;
@@ -150,11 +157,10 @@ std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
 json ShardedCheckpointer::metadata(int64_t completed,
                                    const std::vector<uint64_t>& checksums) const {
   json files = json::array();
-  const uint64_t bytes = checkpoint::rank_file_bytes(*s_.optimizer);
   for (int r = 0; r < world_; ++r) {
     files.push_back({{"rank", r},
                      {"name", checkpoint::rank_file_name(r)},
-                     {"bytes", bytes},
+                     {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)},
                      {"checksum", checkpoint::checksum_text(checksums[static_cast<size_t>(r)])}});
   }
   json model = nullptr;
@@ -240,7 +246,8 @@ void ShardedCheckpointer::save(int64_t completed) {
   try {
     put_u64(row, 1,
             checkpoint::write_rank_file(
-                (fs::path(temp) / checkpoint::rank_file_name(rank_)).string(), *s_.optimizer));
+                (fs::path(temp) / checkpoint::rank_file_name(rank_)).string(),
+                checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer)));
     row[0] = 1;
   } catch (...) {
     error = std::current_exception();
@@ -279,7 +286,7 @@ void ShardedCheckpointer::save(int64_t completed) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ZS_LOG_INFO("saved checkpoint {} ({} ranks x {} bytes) in {:.3f} s", published, world_,
-                checkpoint::rank_file_bytes(*s_.optimizer), seconds);
+                checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer), seconds);
   }
 }
 
@@ -316,21 +323,32 @@ bool ShardedCheckpointer::check_compatible(const json& meta, const std::string& 
   return same_plan;
 }
 
+std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, const json& meta,
+                                                      bool same_plan, int rank) const {
+  if (same_plan && checkpoint::file_holds_masters(*s_.model, rank)) {
+    const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
+    const json& entry = meta.at("files").at(static_cast<size_t>(rank));
+    auto reader = std::make_shared<checkpoint::RankFileReader>(
+        file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),
+        checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+    return [this, reader] {
+      reader->apply(checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
+    };
+  }
+  auto reader = std::make_shared<checkpoint::ReshardReader>(dir, meta, *s_.model, rank,
+                                                            *s_.optimizer, same_plan);
+  return [this, reader] { reader->apply(*s_.optimizer); };
+}
+
 std::string ShardedCheckpointer::peer_failure(const std::string& dir, const json& meta,
                                               int rank) const {
-  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
   try {
-    if (!check_compatible(meta, dir)) {
-      checkpoint::ReshardReader(dir, meta, *s_.model, rank, *s_.optimizer);
-      return "the rank files it reads could not be verified there (its error says why)";
-    }
-    const json& entry = meta.at("files").at(static_cast<size_t>(rank));
-    checkpoint::RankFileReader(file, *s_.optimizer,
-                               checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+    open_files(dir, meta, check_compatible(meta, dir), rank);
   } catch (const std::exception& e) {
     return e.what();
   }
-  return "checkpoint file '" + file + "' could not be verified there (its error says why)";
+  return "the rank files it reads of checkpoint '" + dir +
+         "' could not be verified there (its error says why)";
 }
 
 int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
@@ -340,9 +358,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
   std::string why;
   json meta;
   bool same_plan = true;
-  std::unique_ptr<checkpoint::RankFileReader> reader;
-  std::unique_ptr<checkpoint::ReshardReader> resharder;
-  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank_)).string();
+  std::function<void()> apply;
   try {
     ZS_CHECK_AS(IoError, fs::is_directory(dir), "checkpoint directory '", dir,
                 "' does not exist; name a step directory (DIR/step-000120) or use --resume auto");
@@ -359,14 +375,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
                "zeroshard wrote: ",
                e.what());
     }
-    if (same_plan) {
-      const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
-      reader = std::make_unique<checkpoint::RankFileReader>(
-          file, *s_.optimizer, checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
-    } else {
-      resharder =
-          std::make_unique<checkpoint::ReshardReader>(dir, meta, *s_.model, rank_, *s_.optimizer);
-    }
+    apply = open_files(dir, meta, same_plan, rank_);
   } catch (const InvalidArgument&) {
     status = 2;
     error = std::current_exception();
@@ -401,11 +410,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     }
     ZS_THROW(CorruptCheckpoint, "rank ", worst_rank, ": ", peer_failure(dir, meta, worst_rank));
   }
-  if (reader) {
-    reader->apply(*s_.optimizer);
-  } else {
-    resharder->apply(*s_.optimizer);
-  }
+  apply();
   s_.optimizer->set_steps(meta.at("optimizer").at("steps").get<int64_t>());
   const json& scaler = meta.at("loss_scaler");
   if (s_.scaler && !scaler.is_null()) {

@@ -191,6 +191,51 @@ TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
   EXPECT_EQ(checkpoint::read_latest(full.checkpoints), "step-000006");
 }
 
+// Stage 0: every rank holds the whole replica but writes only its slice, so the files together
+// hold each element of the masters and of each optimizer state tensor once, and a same-plan
+// resume (which reads every rank's file) is still exact.
+TEST_F(Checkpoints, AStageZeroCheckpointHoldsEachElementOnceAndResumesBitForBit) {
+  constexpr int kRanks = 3;
+  TrainConfig c = tiny_run(corpus, 0, DType::kF32);
+  c.ranks = kRanks;
+  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_interval = 3;
+  c.save_weights = dir.path("full.safetensors");
+  const TrainResult full = run_training(c);
+  const std::string saved = c.checkpoint_dir + "/step-000003";
+  const nlohmann::json meta = nlohmann::json::parse(std::ifstream(saved + "/meta.json"));
+  const auto& layout = meta.at("layout");
+  const uint64_t tensors = 1 + layout.at("optimizer_state").size();
+  ASSERT_EQ(tensors, 3u);  // AdamW: master, exp_avg, exp_avg_sq
+  uint64_t replica = 0;
+  for (const auto& unit : layout.at("units")) {
+    const int64_t padded = unit.at("padded_numel");
+    replica += tensors * static_cast<uint64_t>(padded) * sizeof(float);
+    // The ranks' ranges split the buffer: rank r holds [r, r + 1) x padded / ranks.
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(unit.at("rank_ranges")[static_cast<size_t>(r)][0], r * padded / kRanks);
+      EXPECT_EQ(unit.at("rank_ranges")[static_cast<size_t>(r)][1], (r + 1) * padded / kRanks);
+    }
+  }
+  uint64_t total = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string file =
+        saved + "/" + meta.at("files")[static_cast<size_t>(r)].at("name").get<std::string>();
+    EXPECT_EQ(fs::file_size(file), replica / kRanks) << file;
+    total += fs::file_size(file);
+  }
+  EXPECT_EQ(total, replica);
+
+  TrainConfig resumed = tiny_run(corpus, 0, DType::kF32);
+  resumed.ranks = kRanks;
+  resumed.resume = saved;
+  resumed.save_weights = dir.path("resumed.safetensors");
+  const TrainResult second = run_training(resumed);
+  expect_same_steps(full.steps, second.steps, 3);
+  EXPECT_TRUE(read_bytes(c.save_weights) == read_bytes(resumed.save_weights))
+      << "the final parameters differ";
+}
+
 TEST_F(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
   TrainConfig c = tiny_run(corpus, 2, DType::kF32);
   c.checkpoint_dir = dir.path("ckpt");

@@ -3,8 +3,9 @@
 // for every N ≠ M in {1, 2, 3, 4}, a stage change at the same world size and hybrid 2x2 to
 // stage 3 on 2 ranks, and continues like the uninterrupted N-rank run: the same global batches
 // (micro-batch 12 / ranks), the same learning rates, and losses equal within fp32 tolerance
-// (world sizes agree only that far: reductions add in another order). A stage 0 checkpoint is
-// read from rank 0's file alone, a hybrid one from its first shard group's; fp16's loss scaler
+// (world sizes agree only that far: reductions add in another order). A stage 0 checkpoint holds
+// each element once, spread over every rank's file (a missing one is named); a hybrid one is
+// read from its first shard group's files; fp16's loss scaler
 // carries over; a corrupt rank file is named; a resume whose global batch differs, or of
 // another model, is refused with the reason.
 #include <gtest/gtest.h>
@@ -128,8 +129,14 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndStages, Reshard,
                                   "_" + info.param.optimizer;
                          });
 
-TEST_F(Resharding, AStageZeroCheckpointIsReadFromRankZerosFileAlone) {
-  resumes_without_files({2, 0}, {1}, {3, 3});
+TEST_F(Resharding, AStageZeroCheckpointNeedsEveryRanksSlice) {
+  run_saving({2, 0});
+  const std::string file = step3() + "/" + checkpoint::rank_file_name(1);
+  ASSERT_TRUE(std::filesystem::remove(file)) << file;
+  TrainConfig resumed = run_on(corpus, {3, 3}, "adamw");
+  resumed.resume = step3();
+  const std::string error = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(error.find("rank-00001.bin"), std::string::npos) << error;
 }
 
 TEST_F(Resharding, AHybridCheckpointIsReadFromItsFirstShardGroup) {
