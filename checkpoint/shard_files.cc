@@ -84,21 +84,6 @@ uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
   return bytes;
 }
 
-uint64_t write_rank_file(const std::string& path, const std::vector<Tensor>& tensors) {
-  detail::AtomicFileWriter file(path);
-  uint64_t checksum = kFnv64Basis;
-  std::vector<float> host;
-  for (const Tensor& t : tensors) {
-    host.resize(static_cast<size_t>(t.numel()));
-    t.copy_to_host(host.data());
-    const size_t bytes = host.size() * sizeof(float);
-    checksum = fnv1a64(host.data(), bytes, checksum);
-    file.write(host.data(), bytes);
-  }
-  file.commit();
-  return checksum;
-}
-
 uint64_t parse_checksum(const std::string& text) {
   const std::string prefix = "fnv1a64:";
   ZS_CHECK_AS(CorruptCheckpoint, text.compare(0, prefix.size(), prefix) == 0, "unknown checksum '",

@@ -17,8 +17,9 @@
 // all in its own file (stage 0 on several ranks) reads them from the files that hold them
 // (checkpoint/reshard.h).
 //
-// Device tensors are copied through host memory (Tensor::copy_to_host/copy_from_host). Free
-// functions and a reader object used by one rank's thread; errors name the file.
+// Rank files are written by checkpoint/rank_file_writer.h. Device tensors are copied through host
+// memory (Tensor::copy_to_host/copy_from_host). Free functions and a reader object used by one
+// rank's thread; errors name the file.
 #pragma once
 
 #include <cstddef>
@@ -69,10 +70,6 @@ std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int w
 // The bytes of rank `world_rank`'s file.
 uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
                          const optim::Optimizer& optimizer);
-
-// Writes `tensors` (rank_file_tensors) as a rank file at `path` (fsynced before it appears under
-// its name) and returns its checksum.
-uint64_t write_rank_file(const std::string& path, const std::vector<Tensor>& tensors);
 
 // One rank's file, opened and verified (size and checksum) before anything is changed; apply()
 // then writes it into the tensors it holds.

@@ -14,11 +14,18 @@
 // rank reads only the byte ranges of its new shards) and the run continues like an uninterrupted
 // run of the new configuration, within fp32 tolerance; the global batch (micro-batch × ranks, and
 // micro-batches per step) must be the one that saved, so that the data order continues exactly.
-// Saves are synchronous.
+//
+// Saves are asynchronous by default (--checkpoint-async): save() snapshots each rank's file into
+// a bounded host buffer (--checkpoint-buffer; a larger file streams through it) and a writer
+// thread of the checkpointer writes it while training continues; publish(), after each step,
+// makes it the checkpoint once every rank's write finished (all ranks agree on it: the
+// collectives stay on the rank's thread), or stops the run with a failed write's error. The next
+// save and the end of the run wait for the writes. The log line of a save gives how long the
+// training loop stalled and how long the write took.
 //
 // TrainState points at the rank's objects; it owns nothing and is valid while the engine's rank
-// run is (the checkpointer must not outlive it). One rank's thread uses it; save() and restore()
-// are collectives over the world (every rank calls them at the same steps).
+// run is (the checkpointer must not outlive it). One rank's thread uses it; save(), publish() and
+// restore() are collectives over the world (every rank calls them at the same steps).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +78,7 @@ class NoCheckpoints final : public Checkpointer {
   int64_t restore() override { return 0; }
   bool due(int64_t, bool) const override { return false; }
   void save(int64_t) override {}
+  void publish(bool) override {}
 };
 
 // The format version meta.json carries; a checkpoint of a newer version is refused.
