@@ -35,7 +35,8 @@ std::map<std::string, SavedParameter> saved_parameters(const json& layout) {
 }
 
 // The saved ranks whose ranges of a unit cover its padded buffer once, in order: ranges that
-// start where the covered part ends (stage 0: rank 0 alone; hybrid: the first shard group).
+// start where the covered part ends (stage 0: every rank, or rank 0 alone where its file holds
+// the whole replica; hybrid: the first shard group).
 std::vector<int> covering_ranks(const json& unit, const std::string& source) {
   const json& ranges = unit.at("rank_ranges");
   const int64_t padded = unit.at("padded_numel").get<int64_t>();
@@ -112,20 +113,29 @@ std::vector<SavedLayout::Span> SavedLayout::spans(const std::string& name, int64
                                                   size_t tensor) const {
   const auto found = where_.find(name);
   ZS_CHECK(found != where_.end(), "checkpoint '", source_, "' has no tensor '", name, "'");
+  const Where& from = found->second;
+  std::vector<Span> out = unit_spans(from.unit, from.offset + std::max(lo, int64_t{0}),
+                                     from.offset + std::min(hi, from.numel), tensor);
+  for (Span& span : out) span.element -= from.offset;
+  return out;
+}
+
+std::vector<SavedLayout::Span> SavedLayout::unit_spans(size_t unit, int64_t lo, int64_t hi,
+                                                       size_t tensor) const {
+  ZS_CHECK(unit < cover_.size(), "checkpoint '", source_, "' has ", cover_.size(), " units, not ",
+           unit);
   ZS_CHECK(tensor < tensors_, "checkpoint '", source_, "' has ", tensors_ - 1,
            " optimizer state tensors, not ", tensor);
-  const Where& from = found->second;
   std::vector<Span> out;
-  for (const int r : cover_[from.unit]) {
-    const auto [saved_begin, saved_end] = ranges_[from.unit][static_cast<size_t>(r)];
-    const int64_t a = std::max({lo, saved_begin - from.offset, int64_t{0}});
-    const int64_t b = std::min({hi, saved_end - from.offset, from.numel});
+  for (const int r : cover_[unit]) {
+    const auto [saved_begin, saved_end] = ranges_[unit][static_cast<size_t>(r)];
+    const int64_t a = std::max(lo, saved_begin);
+    const int64_t b = std::min(hi, saved_end);
     if (a >= b) continue;
     const uint64_t saved_len = static_cast<uint64_t>(saved_end - saved_begin);
-    const uint64_t element =
-        tensor * saved_len + static_cast<uint64_t>(from.offset + a - saved_begin);
+    const uint64_t element = tensor * saved_len + static_cast<uint64_t>(a - saved_begin);
     out.push_back(
-        {r, unit_bytes_[static_cast<size_t>(r)][from.unit] + element * sizeof(float), a, b - a});
+        {r, unit_bytes_[static_cast<size_t>(r)][unit] + element * sizeof(float), a, b - a});
   }
   return out;
 }
@@ -136,7 +146,7 @@ uint64_t SavedLayout::file_bytes(int rank) const {
 
 ReshardReader::ReshardReader(const std::string& dir, const json& meta,
                              const sharding::ShardedModel& model, int world_rank,
-                             const optim::Optimizer& optimizer) {
+                             const optim::Optimizer& optimizer, bool same_layout) {
   const SavedLayout saved(meta, dir);
   const size_t tensors = 1 + optimizer.state_names().size();
   std::map<int, size_t> file_of_rank;
@@ -144,9 +154,25 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
   ZS_CHECK(infos.size() == optimizer.num_views(), "resharding: ", infos.size(), " units but ",
            optimizer.num_views(), " optimizer views");
   for (size_t k = 0; k < infos.size(); ++k) {
-    const auto [begin, end] = model.master_range(k, world_rank);
+    const std::pair<int64_t, int64_t> range = model.master_range(k, world_rank);
+    const int64_t begin = range.first, end = range.second;
     ZS_CHECK(optimizer.view(k).master.numel() == end - begin, "resharding: view ", k, " has ",
              optimizer.view(k).master.numel(), " elements, its range ", end - begin);
+    // Plans the copy of `span` to the unit's buffer elements [element, element + count) of
+    // tensor t; each file is opened once, however many copies read it.
+    const auto plan = [&](const SavedLayout::Span& span, size_t t, int64_t element) {
+      const auto [it, added] = file_of_rank.emplace(span.rank, ranks_.size());
+      if (added) ranks_.push_back(span.rank);
+      copies_.push_back({it->second, span.file_offset, k, t, element - begin, span.count});
+    };
+    if (same_layout) {
+      for (size_t t = 0; t < tensors; ++t) {
+        for (const SavedLayout::Span& span : saved.unit_spans(k, begin, end, t)) {
+          plan(span, t, span.element);
+        }
+      }
+      continue;
+    }
     for (const auto& p : infos[k].parameters) {
       const int64_t numel = shape_numel(p.shape);
       // The parameter's elements [lo, hi) that are this rank's master.
@@ -155,10 +181,7 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
       if (lo >= hi) continue;
       for (size_t t = 0; t < tensors; ++t) {
         for (const SavedLayout::Span& span : saved.spans(p.name, lo, hi, t)) {
-          const auto [it, added] = file_of_rank.emplace(span.rank, ranks_.size());
-          if (added) ranks_.push_back(span.rank);
-          copies_.push_back(
-              {it->second, span.file_offset, k, t, p.offset + span.element - begin, span.count});
+          plan(span, t, p.offset + span.element);
         }
       }
     }

@@ -15,15 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// Every tensor of the file in order: per view, its master, then its state tensors.
-template <typename Visit>
-void for_each_file_tensor(const optim::Optimizer& optimizer, Visit&& visit) {
-  for (size_t i = 0; i < optimizer.num_views(); ++i) {
-    visit(optimizer.view(i).master);
-    for (const Tensor& state : optimizer.state(i)) visit(state);
-  }
-}
-
 std::string shape_text(const json& shape) { return shape.dump(); }
 
 }  // namespace
@@ -46,27 +37,51 @@ std::string rank_file_name(int rank) {
   return name;
 }
 
-uint64_t rank_file_bytes(const optim::Optimizer& optimizer) {
-  uint64_t bytes = 0;
-  for_each_file_tensor(optimizer, [&](const Tensor& t) { bytes += t.numel() * sizeof(float); });
-  return bytes;
+std::pair<int64_t, int64_t> file_range(const sharding::ShardedModel& model, size_t unit,
+                                       int world_rank) {
+  if (model.policy().masters_sharded) return model.master_range(unit, world_rank);
+  const int64_t shard = model.units().at(unit).shard_numel;
+  return {world_rank * shard, (world_rank + 1) * shard};
 }
 
-uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer) {
-  detail::AtomicFileWriter file(path);
-  uint64_t checksum = kFnv64Basis;
-  std::vector<float> host;
-  for_each_file_tensor(optimizer, [&](const Tensor& t) {
-    ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
-             ", expected fp32 masters and optimizer state");
-    host.resize(static_cast<size_t>(t.numel()));
-    t.copy_to_host(host.data());
-    const size_t bytes = host.size() * sizeof(float);
-    checksum = fnv1a64(host.data(), bytes, checksum);
-    file.write(host.data(), bytes);
-  });
-  file.commit();
-  return checksum;
+bool file_holds_masters(const sharding::ShardedModel& model, int world_rank) {
+  for (size_t k = 0; k < model.local_shards().size(); ++k) {
+    if (file_range(model, k, world_rank) != model.master_range(k, world_rank)) return false;
+  }
+  return true;
+}
+
+std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
+                                      const optim::Optimizer& optimizer) {
+  ZS_CHECK(optimizer.num_views() == model.local_shards().size(),
+           "checkpoint: ", optimizer.num_views(), " optimizer views for ",
+           model.local_shards().size(), " units");
+  std::vector<Tensor> tensors;
+  for (size_t k = 0; k < optimizer.num_views(); ++k) {
+    const auto [begin, end] = file_range(model, k, world_rank);
+    const int64_t offset = begin - model.master_range(k, world_rank).first;
+    const Tensor& master = optimizer.view(k).master;
+    // The file's part of a tensor: the tensor itself where the file holds all of it.
+    const auto part = [&](const Tensor& t) {
+      ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
+               ", expected fp32 masters and optimizer state");
+      return offset == 0 && end - begin == t.numel() ? t : t.slice(offset, {end - begin});
+    };
+    tensors.push_back(part(master));
+    for (const Tensor& state : optimizer.state(k)) tensors.push_back(part(state));
+  }
+  return tensors;
+}
+
+uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
+                         const optim::Optimizer& optimizer) {
+  const uint64_t tensors = 1 + optimizer.state_names().size();
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < optimizer.num_views(); ++k) {
+    const auto [begin, end] = file_range(model, k, world_rank);
+    bytes += tensors * static_cast<uint64_t>(end - begin) * sizeof(float);
+  }
+  return bytes;
 }
 
 uint64_t parse_checksum(const std::string& text) {
@@ -122,17 +137,18 @@ uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum)
   return found;
 }
 
-RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,
-                               uint64_t checksum)
-    : file_(open_verified(path, rank_file_bytes(optimizer), checksum)) {}
+RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum)
+    : file_(open_verified(path, bytes, checksum)) {}
 
-void RankFileReader::apply(const optim::Optimizer& optimizer) const {
+void RankFileReader::apply(const std::vector<Tensor>& tensors) const {
   size_t offset = 0;
-  for_each_file_tensor(optimizer, [&](const Tensor& t) {
+  for (const Tensor& t : tensors) {
     // The mapping is only byte-aligned to the page; copy_from_host takes any host pointer.
     t.copy_from_host(file_.data() + offset);
     offset += static_cast<size_t>(t.numel()) * sizeof(float);
-  });
+  }
+  ZS_CHECK(offset == file_.size(), "checkpoint: applied ", offset, " bytes of a ", file_.size(),
+           "-byte rank file");
 }
 
 json layout_json(const sharding::ShardedModel& model, int world_size,
@@ -148,7 +164,7 @@ json layout_json(const sharding::ShardedModel& model, int world_size,
     }
     json ranges = json::array();
     for (int r = 0; r < world_size; ++r) {
-      const auto range = model.master_range(k, r);
+      const auto range = file_range(model, k, r);
       ranges.push_back({range.first, range.second});
     }
     units.push_back({{"name", info.name},

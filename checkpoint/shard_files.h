@@ -2,24 +2,31 @@
 // it: the layout of every unit's flat buffer and which elements each rank file covers.
 //
 // A rank file (rank-00003.bin) is raw little-endian fp32, unit by unit in units() order: the
-// rank's master elements of the unit (ShardedModel::master_range: stage 0 the whole padded
-// buffer, else its slice), then each optimizer state tensor of the unit over the same elements,
-// in the optimizer's state_names() order (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer or
-// nothing). Nothing that can be recomputed (gathered parameters, compute-dtype copies,
-// gradients) is written. Its checksum (FNV-1a, 64 bits, over the whole file) goes into the
-// metadata, so a torn or corrupted file is found before anything is loaded.
+// elements of the unit that the file holds (file_range: where masters are sharded, the rank's
+// master; at stage 0, where every rank holds the whole padded buffer, the slice the rank would
+// own if they were sharded, so that the world's files hold every element once and are written in
+// parallel), then each optimizer state tensor of the unit over the same elements, in the
+// optimizer's state_names() order (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer or nothing).
+// Nothing that can be recomputed (gathered parameters, compute-dtype copies, gradients) is
+// written. Its checksum (FNV-1a, 64 bits, over the whole file) goes into the metadata, so a torn
+// or corrupted file is found before anything is loaded.
 //
 // The layout JSON ("units": name, numel, padded numel, shard numel, each parameter's name, shape
 // and offset in the buffer, the element range of every rank file) is what a later loader at
-// another world size or stage needs to map files back to tensors.
+// another world size or stage needs to map files back to tensors; a loader whose masters are not
+// all in its own file (stage 0 on several ranks) reads them from the files that hold them
+// (checkpoint/reshard.h).
 //
-// Device tensors are copied through host memory (Tensor::copy_to_host/copy_from_host). Free
-// functions and a reader object used by one rank's thread; errors name the file.
+// Rank files are written by checkpoint/rank_file_writer.h. Device tensors are copied through host
+// memory (Tensor::copy_to_host/copy_from_host). Free functions and a reader object used by one
+// rank's thread; errors name the file.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,23 +54,34 @@ uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum)
 
 // "rank-00003.bin".
 std::string rank_file_name(int rank);
-// The bytes of this rank's file: its masters and their optimizer state.
-uint64_t rank_file_bytes(const optim::Optimizer& optimizer);
-
-// Writes this rank's file at `path` (fsynced before it appears under its name) and returns its
-// checksum. `optimizer` must be the one built over model.local_shards().
-uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer);
+// The elements [begin, end) of unit `unit`'s padded buffer that rank `world_rank`'s file holds:
+// its master range (ShardedModel::master_range) where masters are sharded (stages 1–3, hybrid);
+// where every rank holds the whole buffer (stage 0), the rank's slice of shard_numel elements.
+std::pair<int64_t, int64_t> file_range(const sharding::ShardedModel& model, size_t unit,
+                                       int world_rank);
+// Whether rank `world_rank`'s file holds all of its masters (false at stage 0 on several ranks:
+// a restore there reads the other ranks' files too).
+bool file_holds_masters(const sharding::ShardedModel& model, int world_rank);
+// The tensors rank `world_rank`'s file holds, in file order: per unit, the file_range of its
+// master, then of each optimizer state tensor (views of `optimizer`'s tensors, which must be
+// this rank's, built over model.local_shards()).
+std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
+                                      const optim::Optimizer& optimizer);
+// The bytes of rank `world_rank`'s file.
+uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
+                         const optim::Optimizer& optimizer);
 
 // One rank's file, opened and verified (size and checksum) before anything is changed; apply()
-// then writes it into the masters and the optimizer state.
+// then writes it into the tensors it holds.
 class RankFileReader {
  public:
-  // Throws CorruptCheckpoint naming `path` when it is missing, has another size, or its
-  // checksum differs from `checksum` (both printed).
-  RankFileReader(const std::string& path, const optim::Optimizer& optimizer, uint64_t checksum);
-  // Copies the file into the optimizer's views' masters and state tensors (the step count and
-  // the compute copies are the caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters).
-  void apply(const optim::Optimizer& optimizer) const;
+  // Throws CorruptCheckpoint naming `path` when it is missing, has another size than `bytes`,
+  // or its checksum differs from `checksum` (both printed).
+  RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum);
+  // Copies the file into `tensors` (rank_file_tensors of the rank that reads it, whose file
+  // holds all its masters: file_holds_masters). The step count and the compute copies are the
+  // caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters.
+  void apply(const std::vector<Tensor>& tensors) const;
 
  private:
   detail::MappedFile file_;

@@ -1,14 +1,23 @@
 // make_checkpointer, data_position and the sharded checkpointer behind them (train/checkpoints.h).
 //
-// A save is three steps, each closed by one small all-reduce over the world that doubles as the
-// barrier and as the agreement on whether every rank succeeded (so an error on one rank stops
-// every rank at the same point, with the failing rank's own error on that rank and an error
-// naming it on the others): rank 0 makes the temporary directory (its name reaches every rank);
-// every rank writes and fsyncs its file (the checksums reach rank 0 in the same all-reduce);
-// rank 0 writes meta.json, renames the directory, replaces `latest` and prunes. A restore is
-// two: every rank reads the metadata and verifies the files it reads (its own, or when the
-// checkpoint has another unit plan, the saved files that hold its new shards), the ranks agree,
-// then all apply.
+// Every step of a save or a restore that can fail on some ranks is closed by one small
+// all-reduce over the world (agree) that doubles as the barrier and as the agreement on whether
+// every rank succeeded, so an error on one rank stops every rank at the same point, with the
+// failing rank's own error on that rank and an error naming it on the others. All of them run on
+// the rank's thread, in the same order on every rank; the writer thread only writes a file.
+//
+// A save: (1) rank 0 makes the temporary directory (its name reaches every rank); (2) every rank
+// snapshots its file into its RankFileWriter's bounded buffer (checkpoint/rank_file_writer.h),
+// which writes and fsyncs it in the background, and rank 0 takes the metadata as of the save
+// point; then training goes on. (3) At each following step boundary (publish) the ranks agree
+// on whether every file is written, with the checksums and write times in the same all-reduce;
+// once they are, rank 0 writes meta.json, renames the directory, replaces `latest` and prunes,
+// and the ranks agree on that. A failed write stops every rank there. Before the next save and
+// at the end of the run the ranks wait for the writes instead; --checkpoint-async off waits
+// right after the snapshot, through the same code. A restore is two steps: every rank reads the
+// metadata and verifies the files it reads (its own, or the saved files that hold its masters
+// when the checkpoint has another unit plan or, at stage 0, spreads them over every rank's
+// file), the ranks agree, then all apply.
 #include "train/checkpoints.h"
 
 #include <unistd.h>
@@ -18,7 +27,9 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/rank_file_writer.h"
 #include "checkpoint/reshard.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
@@ -78,7 +90,9 @@ json flags_json(const TrainConfig& c) {
           {"checkpoint_dir", c.checkpoint_dir},
           {"checkpoint_interval", c.checkpoint_interval},
           {"keep_checkpoints", c.keep_checkpoints},
-          {"resume", c.resume}};
+          {"resume", c.resume},
+          {"checkpoint_async", c.checkpoint_async},
+          {"checkpoint_buffer", c.checkpoint_buffer}};
 }
 
 // A 64-bit value as four 16-bit pieces, each exact in an fp32 all-reduce.
@@ -91,6 +105,10 @@ uint64_t get_u64(const float* pieces) {
   return value;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 class ShardedCheckpointer final : public Checkpointer {
  public:
   ShardedCheckpointer(const TrainConfig& config, const TrainState& state)
@@ -99,7 +117,8 @@ class ShardedCheckpointer final : public Checkpointer {
         rank_(state.comm->rank()),
         world_(state.comm->size()),
         lead_(rank_ == 0),
-        plan_(translate(config, rank_, world_)) {}
+        plan_(translate(config, rank_, world_)),
+        writer_(config.checkpoint_buffer) {}
 
   int64_t restore() override;
   bool due(int64_t completed, bool last) const override {
@@ -107,13 +126,28 @@ class ShardedCheckpointer final : public Checkpointer {
            (last || (c_.checkpoint_interval > 0 && completed % c_.checkpoint_interval == 0));
   }
   void save(int64_t completed) override;
+  void publish(bool wait) override;
 
  private:
+  // A save whose rank files are being written in the background.
+  struct PendingSave {
+    int64_t completed = 0;
+    std::string temp;  // its temporary directory
+    // Rank 0: the metadata as of the save point (the scaler and the optimizer's step count
+    // change with the next step); the checksums are added when it is published.
+    json meta;
+    std::exception_ptr error;  // this rank's snapshot or write failed
+    std::optional<checkpoint::RankFileWriter::Written> written;
+    double stall = 0;  // seconds the training loop spent in this save, on this rank
+  };
+
   // Each rank's `mine` (all of the same width) as one row of a [world × width] table that every
   // rank gets: one all-reduce of a zero table with each rank's own row filled in (sums of one
   // value and zeros are exact). Also the barrier of the step it closes.
   std::vector<float> agree(const std::vector<float>& mine, const std::string& what) const;
-  json metadata(int64_t completed, const std::vector<uint64_t>& checksums) const;
+  // The metadata of the state now, after `completed` steps (the files' checksums are not known
+  // yet: publish adds them).
+  json metadata(int64_t completed) const;
   // Verifies `dir` on every rank and, when all agree, loads it and returns its completed steps.
   // A corrupt or torn checkpoint: -1 when `skip_corrupt`, else the error (naming the file);
   // an incompatible one (version, world size, stage, model) is an error either way.
@@ -122,6 +156,12 @@ class ShardedCheckpointer final : public Checkpointer {
   // run's unit plan (world size, stage, hybrid group, alignment): each rank then reads its own
   // file whole, else the files are resharded (checkpoint/reshard.h).
   bool check_compatible(const json& meta, const std::string& dir) const;
+  // Opens and verifies the files rank `rank` reads of checkpoint `dir` (metadata `meta`) and
+  // returns what writes them into this rank's masters and optimizer state: with the same unit
+  // plan its own file, whole, where that holds all its masters, else the byte ranges of the
+  // files that hold them (checkpoint/reshard.h; stage 0 on several ranks reads every file).
+  std::function<void()> open_files(const std::string& dir, const json& meta, bool same_plan,
+                                   int rank) const;
   // Why rank `rank` could not verify its file of `dir`, told on a rank that could verify its own
   // (and so parsed `meta`): the same check of that rank's file, run here. The error path only.
   std::string peer_failure(const std::string& dir, const json& meta, int rank) const;
@@ -132,6 +172,9 @@ class ShardedCheckpointer final : public Checkpointer {
   const int world_;
   const bool lead_;
   const TrainPlan plan_;
+  std::optional<PendingSave> pending_;
+  // Last: destroyed first, so an unfinished write is abandoned before anything it names goes.
+  checkpoint::RankFileWriter writer_;
 };
 
 std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
@@ -147,15 +190,12 @@ std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
   return t.to_vector();
 }
 
-json ShardedCheckpointer::metadata(int64_t completed,
-                                   const std::vector<uint64_t>& checksums) const {
+json ShardedCheckpointer::metadata(int64_t completed) const {
   json files = json::array();
-  const uint64_t bytes = checkpoint::rank_file_bytes(*s_.optimizer);
   for (int r = 0; r < world_; ++r) {
     files.push_back({{"rank", r},
                      {"name", checkpoint::rank_file_name(r)},
-                     {"bytes", bytes},
-                     {"checksum", checkpoint::checksum_text(checksums[static_cast<size_t>(r)])}});
+                     {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)}});
   }
   json model = nullptr;
   if (s_.gpt) {
@@ -215,6 +255,8 @@ json ShardedCheckpointer::metadata(int64_t completed,
 }
 
 void ShardedCheckpointer::save(int64_t completed) {
+  // One save at a time: the previous one is published (or its error thrown) first.
+  publish(true);
   const auto start = std::chrono::steady_clock::now();
   const std::string& dir = c_.checkpoint_dir;
   // 1. Rank 0 makes the temporary directory; its name (rank 0's pid, exact in fp32 below
@@ -234,35 +276,81 @@ void ShardedCheckpointer::save(int64_t completed) {
   if (error) std::rethrow_exception(error);
   ZS_CHECK_AS(IoError, token >= 0, "rank 0 could not create a temporary checkpoint directory in '",
               dir, "' (its error says why)");
-  const std::string temp = checkpoint::temp_step_dir(dir, completed, static_cast<int64_t>(token));
-  // 2. Every rank writes its file, in parallel.
-  std::vector<float> row(5, 0.0f);
+  // 2. The snapshot: this rank's file into the writer's buffer (the writer thread writes it
+  // meanwhile), rank 0's metadata. A failure here is told at publication, with the others'.
+  PendingSave save;
+  save.completed = completed;
+  save.temp = checkpoint::temp_step_dir(dir, completed, static_cast<int64_t>(token));
   try {
-    put_u64(row, 1,
-            checkpoint::write_rank_file(
-                (fs::path(temp) / checkpoint::rank_file_name(rank_)).string(), *s_.optimizer));
-    row[0] = 1;
+    if (lead_) save.meta = metadata(completed);
+    writer_.snapshot((fs::path(save.temp) / checkpoint::rank_file_name(rank_)).string(),
+                     checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
   } catch (...) {
-    error = std::current_exception();
+    save.error = std::current_exception();
+  }
+  save.stall = seconds_since(start);
+  pending_ = std::move(save);
+  if (!c_.checkpoint_async) publish(true);
+}
+
+void ShardedCheckpointer::publish(bool wait) {
+  if (!pending_) return;
+  const auto start = std::chrono::steady_clock::now();
+  PendingSave& pending = *pending_;
+  if (!pending.error && !pending.written && (wait || writer_.finished())) {
+    try {
+      pending.written = writer_.wait();
+    } catch (...) {
+      pending.error = std::current_exception();
+    }
+  }
+  // 3. Each rank's state: 0 still writing, 1 written (then its checksum and write seconds), 2
+  // failed. Every rank knows a save is pending (they all saved at the same step), so every rank
+  // is here.
+  constexpr size_t kWidth = 6;
+  std::vector<float> row(kWidth, 0.0f);
+  row[0] = pending.error ? 2.0f : pending.written ? 1.0f : 0.0f;
+  if (pending.written) {
+    put_u64(row, 1, pending.written->checksum);
+    row[5] = static_cast<float>(pending.written->seconds);
   }
   const std::vector<float> rows = agree(row, "rank files written");
-  if (error) std::rethrow_exception(error);
-  std::vector<uint64_t> checksums;
-  for (int r = 0; r < world_; ++r) {
-    ZS_CHECK_AS(IoError, rows[5 * static_cast<size_t>(r)] == 1, "checkpoint of step ", completed,
-                ": rank ", r, " could not write ", checkpoint::rank_file_name(r), " in '", temp,
-                "' (its error says why); the previous checkpoints are intact");
-    checksums.push_back(get_u64(&rows[5 * static_cast<size_t>(r) + 1]));
+  int failed = -1;
+  bool all_written = true;
+  double write_seconds = 0;
+  for (int r = world_ - 1; r >= 0; --r) {
+    const float state = rows[kWidth * static_cast<size_t>(r)];
+    if (state == 2.0f) failed = r;
+    all_written = all_written && state == 1.0f;
+    write_seconds = std::max(write_seconds, double{rows[kWidth * static_cast<size_t>(r) + 5]});
   }
-  // 3. Rank 0 publishes: the metadata, the directory under its step name, `latest`, pruning.
+  if (failed < 0 && !all_written) {
+    pending.stall += seconds_since(start);
+    return;
+  }
+  const PendingSave save = std::move(pending);
+  pending_.reset();
+  const int64_t completed = save.completed;
+  if (save.error) std::rethrow_exception(save.error);
+  ZS_CHECK_AS(IoError, failed < 0, "checkpoint of step ", completed, ": rank ", failed,
+              " could not write ", checkpoint::rank_file_name(failed), " in '", save.temp,
+              "' (its error says why); the previous checkpoints are intact");
+  // 4. Rank 0 publishes: the metadata, the directory under its step name, `latest`, pruning.
+  const std::string& dir = c_.checkpoint_dir;
+  std::exception_ptr error;
   std::string published;
   if (lead_) {
     try {
-      detail::AtomicFileWriter meta((fs::path(temp) / kMetaFile).string());
-      const std::string text = metadata(completed, checksums).dump(1) + "\n";
-      meta.write(text.data(), text.size());
-      meta.commit();
-      published = checkpoint::commit_step_dir(temp, dir, completed);
+      json meta = save.meta;
+      for (int r = 0; r < world_; ++r) {
+        meta.at("files").at(static_cast<size_t>(r))["checksum"] =
+            checkpoint::checksum_text(get_u64(&rows[kWidth * static_cast<size_t>(r) + 1]));
+      }
+      detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string());
+      const std::string text = meta.dump(1) + "\n";
+      file.write(text.data(), text.size());
+      file.commit();
+      published = checkpoint::commit_step_dir(save.temp, dir, completed);
       checkpoint::publish_latest(dir, completed);
       for (const std::string& old : checkpoint::prune_step_dirs(dir, c_.keep_checkpoints)) {
         ZS_LOG_INFO("deleted checkpoint {} (--keep-checkpoints {})", old, c_.keep_checkpoints);
@@ -276,10 +364,10 @@ void ShardedCheckpointer::save(int64_t completed) {
   ZS_CHECK_AS(IoError, ok, "rank 0 could not publish the checkpoint of step ", completed, " in '",
               dir, "' (its error says why)");
   if (lead_) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ZS_LOG_INFO("saved checkpoint {} ({} ranks x {} bytes) in {:.3f} s", published, world_,
-                checkpoint::rank_file_bytes(*s_.optimizer), seconds);
+    ZS_LOG_INFO(
+        "saved checkpoint {} ({} ranks x {} bytes): training stalled {:.3f} s, write {:.3f} s",
+        published, world_, checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer),
+        save.stall + seconds_since(start), write_seconds);
   }
 }
 
@@ -316,21 +404,32 @@ bool ShardedCheckpointer::check_compatible(const json& meta, const std::string& 
   return same_plan;
 }
 
+std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, const json& meta,
+                                                      bool same_plan, int rank) const {
+  if (same_plan && checkpoint::file_holds_masters(*s_.model, rank)) {
+    const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
+    const json& entry = meta.at("files").at(static_cast<size_t>(rank));
+    auto reader = std::make_shared<checkpoint::RankFileReader>(
+        file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),
+        checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+    return [this, reader] {
+      reader->apply(checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
+    };
+  }
+  auto reader = std::make_shared<checkpoint::ReshardReader>(dir, meta, *s_.model, rank,
+                                                            *s_.optimizer, same_plan);
+  return [this, reader] { reader->apply(*s_.optimizer); };
+}
+
 std::string ShardedCheckpointer::peer_failure(const std::string& dir, const json& meta,
                                               int rank) const {
-  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
   try {
-    if (!check_compatible(meta, dir)) {
-      checkpoint::ReshardReader(dir, meta, *s_.model, rank, *s_.optimizer);
-      return "the rank files it reads could not be verified there (its error says why)";
-    }
-    const json& entry = meta.at("files").at(static_cast<size_t>(rank));
-    checkpoint::RankFileReader(file, *s_.optimizer,
-                               checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+    open_files(dir, meta, check_compatible(meta, dir), rank);
   } catch (const std::exception& e) {
     return e.what();
   }
-  return "checkpoint file '" + file + "' could not be verified there (its error says why)";
+  return "the rank files it reads of checkpoint '" + dir +
+         "' could not be verified there (its error says why)";
 }
 
 int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
@@ -340,9 +439,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
   std::string why;
   json meta;
   bool same_plan = true;
-  std::unique_ptr<checkpoint::RankFileReader> reader;
-  std::unique_ptr<checkpoint::ReshardReader> resharder;
-  const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank_)).string();
+  std::function<void()> apply;
   try {
     ZS_CHECK_AS(IoError, fs::is_directory(dir), "checkpoint directory '", dir,
                 "' does not exist; name a step directory (DIR/step-000120) or use --resume auto");
@@ -359,14 +456,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
                "zeroshard wrote: ",
                e.what());
     }
-    if (same_plan) {
-      const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
-      reader = std::make_unique<checkpoint::RankFileReader>(
-          file, *s_.optimizer, checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
-    } else {
-      resharder =
-          std::make_unique<checkpoint::ReshardReader>(dir, meta, *s_.model, rank_, *s_.optimizer);
-    }
+    apply = open_files(dir, meta, same_plan, rank_);
   } catch (const InvalidArgument&) {
     status = 2;
     error = std::current_exception();
@@ -401,11 +491,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     }
     ZS_THROW(CorruptCheckpoint, "rank ", worst_rank, ": ", peer_failure(dir, meta, worst_rank));
   }
-  if (reader) {
-    reader->apply(*s_.optimizer);
-  } else {
-    resharder->apply(*s_.optimizer);
-  }
+  apply();
   s_.optimizer->set_steps(meta.at("optimizer").at("steps").get<int64_t>());
   const json& scaler = meta.at("loss_scaler");
   if (s_.scaler && !scaler.is_null()) {

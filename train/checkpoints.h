@@ -2,20 +2,30 @@
 // plugs into the loop's save/restore seam (train/loop.h, Checkpointer). Without
 // --checkpoint-dir and --resume, make_checkpointer returns one that restores nothing and never
 // saves; otherwise a ShardedCheckpointer (train/checkpoints.cc): every rank writes its own file
-// of masters and optimizer state in parallel (checkpoint/shard_files.h), rank 0 one meta.json
+// of masters and optimizer state in parallel (checkpoint/shard_files.h; at stage 0, where every
+// rank holds the whole replica, each writes its slice, so a checkpoint is one replica's size
+// whatever the world size), rank 0 one meta.json
 // (model, world size, stage, hybrid group, alignment, unit layout, optimizer, loss scaler,
 // completed steps and data position, seed, the run's flags, a checksum per file), all published
 // atomically (checkpoint/checkpoint_dir.h). A restore at the same world size, stage, hybrid group
-// and alignment reads each rank's own file and is exact: the resumed run gives the same bits as
-// the uninterrupted one. At another world size, stage or hybrid group the files are resharded
-// on load (checkpoint/reshard.h: each rank reads only the byte ranges of its new shards) and the
-// run continues like an uninterrupted run of the new configuration, within fp32 tolerance; the
-// global batch (micro-batch × ranks, and micro-batches per step) must be the one that saved, so
-// that the data order continues exactly. Saves are synchronous.
+// and alignment reads each rank's own file (at stage 0 the byte ranges of every rank's file, each
+// verified) and is exact: the resumed run gives the same bits as the uninterrupted one. At another
+// world size, stage or hybrid group the files are resharded on load (checkpoint/reshard.h: each
+// rank reads only the byte ranges of its new shards) and the run continues like an uninterrupted
+// run of the new configuration, within fp32 tolerance; the global batch (micro-batch × ranks, and
+// micro-batches per step) must be the one that saved, so that the data order continues exactly.
+//
+// Saves are asynchronous by default (--checkpoint-async): save() snapshots each rank's file into
+// a bounded host buffer (--checkpoint-buffer; a larger file streams through it) and a writer
+// thread of the checkpointer writes it while training continues; publish(), after each step,
+// makes it the checkpoint once every rank's write finished (all ranks agree on it: the
+// collectives stay on the rank's thread), or stops the run with a failed write's error. The next
+// save and the end of the run wait for the writes. The log line of a save gives how long the
+// training loop stalled and how long the write took.
 //
 // TrainState points at the rank's objects; it owns nothing and is valid while the engine's rank
-// run is (the checkpointer must not outlive it). One rank's thread uses it; save() and restore()
-// are collectives over the world (every rank calls them at the same steps).
+// run is (the checkpointer must not outlive it). One rank's thread uses it; save(), publish() and
+// restore() are collectives over the world (every rank calls them at the same steps).
 #pragma once
 
 #include <cstdint>
@@ -68,6 +78,7 @@ class NoCheckpoints final : public Checkpointer {
   int64_t restore() override { return 0; }
   bool due(int64_t, bool) const override { return false; }
   void save(int64_t) override {}
+  void publish(bool) override {}
 };
 
 // The format version meta.json carries; a checkpoint of a newer version is refused.

@@ -143,6 +143,20 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "(fresh if none); or a step directory to continue from (any ranks and stage: it "
                  "is resharded; the global batch must stay the same)")
       ->group(kCheckpoints);
+  app.add_option_function<std::string>(
+         "--checkpoint-async", [&c](const std::string& v) { c.checkpoint_async = v == "on"; },
+         "on (default): a save copies each rank's file into host memory and writes it in the "
+         "background while training continues; it is published at a later step (a failed write "
+         "stops the run there). off: training waits for the write")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->group(kCheckpoints);
+  app.add_option_function<std::string>(
+         "--checkpoint-buffer",
+         [&c](const std::string& v) { c.checkpoint_buffer = parse_bytes(v); },
+         "host memory per rank for a save's snapshot, e.g. 512MiB (default 1GiB); a larger rank "
+         "file streams through it and training waits until all but the last buffer's worth is "
+         "written")
+      ->group(kCheckpoints);
 
   const std::string kData = "Data";
   app.add_option("--data", c.data, "training token file (zeroshard or llm.c .bin)")->group(kData);

@@ -29,9 +29,11 @@ void TrainLoop::run(StepRunner& runner) {
     if (eval_interval_ > 0 && completed % eval_interval_ == 0 && !last) {
       for (TrainerPart* part : parts_) part->on_eval(completed);
     }
+    checkpointer_.publish(false);
     if (checkpointer_.due(completed, last)) checkpointer_.save(completed);
   }
   for (TrainerPart* part : parts_) part->on_eval(steps_);
+  checkpointer_.publish(true);
   for (TrainerPart* part : parts_) part->on_end(steps_);
 }
 

@@ -11,8 +11,10 @@
 //     record = steps.step(step)             // batch → forward → backward → ... → after-step
 //     part.after_step(record, last)
 //     if eval_interval divides step + 1 and not last: part.on_eval(step + 1)
+//     checkpointer.publish(false)           // a save whose background writes finished
 //     if checkpointer.due(step + 1, last): checkpointer.save(step + 1)
-//   part.on_eval(steps)                     // the final evaluation
+//   part.on_eval(steps)                     // the final evaluation (the last save writes on)
+//   checkpointer.publish(true)              // waits for the last save's writes, publishes it
 //   part.on_end(steps)
 // Parts are called in the order given. Every rank runs the same loop (parts that communicate
 // issue their collectives on every rank in the same order). Not thread-safe: one rank's thread.
@@ -46,8 +48,14 @@ class Checkpointer {
   virtual int64_t restore() = 0;
   // Whether to save after `completed_steps` steps (`last`: the run's final step).
   virtual bool due(int64_t completed_steps, bool last) const = 0;
-  // Saves the state after `completed_steps` steps.
+  // Saves the state after `completed_steps` steps: snapshots it (the next step may change it
+  // then) and may leave the writing to the background, for publish() to finish.
   virtual void save(int64_t completed_steps) = 0;
+  // Publishes the pending save once its writes have finished: after every step (`wait` false:
+  // only when they have, else it stays pending) and once at the end of the run (`wait` true).
+  // A failed write is thrown here, stopping the run at the step after the save. Every rank
+  // calls it at the same points (it may communicate).
+  virtual void publish(bool wait) = 0;
 };
 
 // What runs the steps: Trainer, through the engine that owns the data and the model.

@@ -5,9 +5,16 @@
 // in fp16 with the dynamic loss scaler, and with SGD's momentum; --keep-checkpoints prunes; the
 // metadata says what it covers; a corrupt or missing rank file is an error naming the file;
 // --resume auto skips a torn or corrupt checkpoint with a warning naming it; a future format
-// version, another global batch or another model is refused.
+// version, another global batch or another model is refused. Saves are asynchronous by default:
+// sync and async saves (and one streamed through a buffer smaller than a rank file) write the
+// same bytes and resume alike, the log line gives the stall and the write time, and a failed
+// background write (a file size limit makes it fail) stops the run naming the file, publishes
+// nothing more and leaves the previous checkpoint loadable.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cstdint>
@@ -17,6 +24,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,12 +105,14 @@ struct SavedRun {
 };
 
 SavedRun run_saving(const ScratchDir& dir, const std::string& corpus, int stage, DType precision,
-                    int hybrid_group = 0, const char* optimizer = "adamw") {
+                    int hybrid_group = 0, const char* optimizer = "adamw", bool async = true,
+                    const std::string& name = "ckpt") {
   TrainConfig c = tiny_run(corpus, stage, precision, hybrid_group);
   c.optimizer = optimizer;
-  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_async = async;
+  c.checkpoint_dir = dir.path(name);
   c.checkpoint_interval = 3;
-  c.save_weights = dir.path("full.safetensors");
+  c.save_weights = dir.path(name + ".safetensors");
   SavedRun run;
   run.result = run_training(c);
   run.checkpoints = c.checkpoint_dir;
@@ -125,17 +135,20 @@ struct Resumable {
   DType precision;
   int hybrid_group = 0;  // > 0: on 4 ranks
   const char* optimizer = "adamw";
+  bool async = true;  // --checkpoint-async, of the run that saves and of the resumed one
 };
 
 class CheckpointResume : public Checkpoints, public ::testing::WithParamInterface<Resumable> {};
 
 TEST_P(CheckpointResume, ContinuesBitForBitLikeTheRunThatSaved) {
   const Resumable p = GetParam();
-  const SavedRun full = run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group, p.optimizer);
+  const SavedRun full =
+      run_saving(dir, corpus, p.stage, p.precision, p.hybrid_group, p.optimizer, p.async);
   ASSERT_EQ(full.result.steps.size(), static_cast<size_t>(kSteps));
 
   TrainConfig resumed = tiny_run(corpus, p.stage, p.precision, p.hybrid_group);
   resumed.optimizer = p.optimizer;
+  resumed.checkpoint_async = p.async;
   resumed.resume = step3(full);
   resumed.save_weights = dir.path("resumed.safetensors");
   const TrainResult second = run_training(resumed);
@@ -149,12 +162,14 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointResume,
                                            Resumable{2, DType::kF32}, Resumable{3, DType::kF32},
                                            Resumable{3, DType::kBF16}, Resumable{2, DType::kF16},
                                            Resumable{3, DType::kF32, 2},
-                                           Resumable{1, DType::kF32, 0, "sgd"}),
+                                           Resumable{1, DType::kF32, 0, "sgd"},
+                                           Resumable{0, DType::kF32, 0, "adamw", false},
+                                           Resumable{2, DType::kF16, 0, "adamw", false}),
                          [](const ::testing::TestParamInfo<Resumable>& info) {
                            return "stage" + std::to_string(info.param.stage) + "_" +
                                   dtype_name(info.param.precision) +
                                   (info.param.hybrid_group > 0 ? "_hybrid2x2" : "") + "_" +
-                                  info.param.optimizer;
+                                  info.param.optimizer + (info.param.async ? "" : "_sync");
                          });
 
 TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
@@ -189,6 +204,51 @@ TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
   }
   // The final save at the end of the run is the one `latest` names.
   EXPECT_EQ(checkpoint::read_latest(full.checkpoints), "step-000006");
+}
+
+// Stage 0: every rank holds the whole replica but writes only its slice, so the files together
+// hold each element of the masters and of each optimizer state tensor once, and a same-plan
+// resume (which reads every rank's file) is still exact.
+TEST_F(Checkpoints, AStageZeroCheckpointHoldsEachElementOnceAndResumesBitForBit) {
+  constexpr int kRanks = 3;
+  TrainConfig c = tiny_run(corpus, 0, DType::kF32);
+  c.ranks = kRanks;
+  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_interval = 3;
+  c.save_weights = dir.path("full.safetensors");
+  const TrainResult full = run_training(c);
+  const std::string saved = c.checkpoint_dir + "/step-000003";
+  const nlohmann::json meta = nlohmann::json::parse(std::ifstream(saved + "/meta.json"));
+  const auto& layout = meta.at("layout");
+  const uint64_t tensors = 1 + layout.at("optimizer_state").size();
+  ASSERT_EQ(tensors, 3u);  // AdamW: master, exp_avg, exp_avg_sq
+  uint64_t replica = 0;
+  for (const auto& unit : layout.at("units")) {
+    const int64_t padded = unit.at("padded_numel");
+    replica += tensors * static_cast<uint64_t>(padded) * sizeof(float);
+    // The ranks' ranges split the buffer: rank r holds [r, r + 1) x padded / ranks.
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(unit.at("rank_ranges")[static_cast<size_t>(r)][0], r * padded / kRanks);
+      EXPECT_EQ(unit.at("rank_ranges")[static_cast<size_t>(r)][1], (r + 1) * padded / kRanks);
+    }
+  }
+  uint64_t total = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string file =
+        saved + "/" + meta.at("files")[static_cast<size_t>(r)].at("name").get<std::string>();
+    EXPECT_EQ(fs::file_size(file), replica / kRanks) << file;
+    total += fs::file_size(file);
+  }
+  EXPECT_EQ(total, replica);
+
+  TrainConfig resumed = tiny_run(corpus, 0, DType::kF32);
+  resumed.ranks = kRanks;
+  resumed.resume = saved;
+  resumed.save_weights = dir.path("resumed.safetensors");
+  const TrainResult second = run_training(resumed);
+  expect_same_steps(full.steps, second.steps, 3);
+  EXPECT_TRUE(read_bytes(c.save_weights) == read_bytes(resumed.save_weights))
+      << "the final parameters differ";
 }
 
 TEST_F(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
@@ -317,21 +377,151 @@ TEST_F(Checkpoints, ASaveThatCannotWriteStopsEveryRankWithTheReason) {
   EXPECT_NE(message.find(c.checkpoint_dir), std::string::npos) << message;
 }
 
+// The rank files of `run`'s checkpoint of `step`, in rank order.
+std::vector<std::vector<uint8_t>> rank_files(const SavedRun& run, const std::string& step) {
+  std::vector<std::vector<uint8_t>> files;
+  for (int r = 0; r < 2; ++r) {
+    files.push_back(
+        read_bytes(run.checkpoints + "/" + step + "/rank-0000" + std::to_string(r) + ".bin"));
+  }
+  return files;
+}
+
+TEST_F(Checkpoints, SyncAndAsyncSavesWriteTheSameFilesAndLogTheStall) {
+  LogCapture log;
+  const SavedRun async = run_saving(dir, corpus, 0, DType::kF32, 0, "adamw", true, "async");
+  const SavedRun sync = run_saving(dir, corpus, 0, DType::kF32, 0, "adamw", false, "sync");
+  expect_same_steps(async.result.steps, sync.result.steps, 0);
+  for (const char* step : {"step-000003", "step-000006"}) {
+    const auto files = rank_files(async, step);
+    EXPECT_FALSE(files[0].empty());
+    EXPECT_TRUE(files == rank_files(sync, step)) << step;
+  }
+  // Each save's line: the loop's stall and the background write, separately.
+  const std::string text = log.text();
+  for (const SavedRun* run : {&async, &sync}) {
+    for (const char* step : {"step-000003", "step-000006"}) {
+      const std::regex line("saved checkpoint " + run->checkpoints + "/" + step +
+                            " \\(2 ranks x [0-9]+ bytes\\): training stalled [0-9]+\\.[0-9]{3} s, "
+                            "write [0-9]+\\.[0-9]{3} s");
+      EXPECT_TRUE(std::regex_search(text, line)) << run->checkpoints << "/" << step << "\n" << text;
+    }
+  }
+  // Each resumes like the run that saved, with saves of the other kind.
+  for (const SavedRun* run : {&async, &sync}) {
+    TrainConfig resumed = tiny_run(corpus, 0, DType::kF32);
+    resumed.resume = run->checkpoints + "/step-000003";
+    resumed.checkpoint_async = run == &sync;
+    const std::string name = run == &sync ? "resumed_async" : "resumed_sync";
+    resumed.checkpoint_dir = dir.path(name);
+    resumed.save_weights = dir.path(name + ".safetensors");
+    const TrainResult second = run_training(resumed);
+    expect_same_steps(async.result.steps, second.steps, 3);
+    EXPECT_TRUE(read_bytes(async.weights) == read_bytes(resumed.save_weights));
+    EXPECT_TRUE(rank_files(async, "step-000006") ==
+                rank_files(SavedRun{second, resumed.checkpoint_dir, ""}, "step-000006"));
+  }
+}
+
+TEST_F(Checkpoints, ABufferSmallerThanARankFileStreamsIt) {
+  const SavedRun whole = run_saving(dir, corpus, 3, DType::kF32, 0, "adamw", true, "whole");
+  TrainConfig c = tiny_run(corpus, 3, DType::kF32);
+  c.checkpoint_dir = dir.path("streamed");
+  c.checkpoint_interval = 3;
+  c.checkpoint_buffer = 1002;  // 250 fp32 values: the ring wraps many times within a tensor
+  const TrainResult streamed = run_training(c);
+  expect_same_steps(whole.result.steps, streamed.steps, 0);
+  const SavedRun streamed_run{streamed, c.checkpoint_dir, ""};
+  const auto files = rank_files(whole, "step-000003");
+  ASSERT_GT(files[0].size(), 10 * c.checkpoint_buffer);
+  EXPECT_TRUE(files == rank_files(streamed_run, "step-000003"));
+  EXPECT_TRUE(rank_files(whole, "step-000006") == rank_files(streamed_run, "step-000006"));
+
+  TrainConfig resumed = tiny_run(corpus, 3, DType::kF32);
+  resumed.resume = c.checkpoint_dir + "/step-000003";
+  resumed.save_weights = dir.path("resumed.safetensors");
+  const TrainResult second = run_training(resumed);
+  expect_same_steps(whole.result.steps, second.steps, 3);
+  EXPECT_TRUE(read_bytes(whole.weights) == read_bytes(resumed.save_weights));
+}
+
+// While it lives, this process's writes past `bytes` of a file fail with EFBIG (SIGXFSZ
+// ignored): a background write that cannot finish, without a fault wrapper.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved_), 0);
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = saved_;
+    limit.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  void (*previous_)(int) = nullptr;
+};
+
+TEST_F(Checkpoints, AFailedBackgroundWriteStopsTheRunAndPublishesNothing) {
+  TrainConfig first = tiny_run(corpus, 2, DType::kF32);
+  first.checkpoint_dir = dir.path("ckpt");
+  first.steps = 3;
+  run_training(first);
+  ASSERT_EQ(checkpoint::read_latest(first.checkpoint_dir), "step-000003");
+  const auto rank_bytes = fs::file_size(first.checkpoint_dir + "/step-000003/rank-00000.bin");
+
+  // The continuation saves after every step; no rank file can be written whole.
+  TrainConfig more = tiny_run(corpus, 2, DType::kF32);
+  more.checkpoint_dir = first.checkpoint_dir;
+  more.checkpoint_interval = 1;
+  more.resume = "auto";
+  LogCapture log;
+  std::string message;
+  {
+    FileSizeLimit limit(static_cast<rlim_t>(rank_bytes / 2));
+    message = error_message<IoError>([&] { run_training(more); });
+  }
+  EXPECT_NE(message.find(".tmp-step-000004-"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank-0000"), std::string::npos) << message;
+  EXPECT_EQ(log.text().find("saved checkpoint"), std::string::npos) << log.text();
+  EXPECT_EQ(checkpoint::read_latest(first.checkpoint_dir), "step-000003");
+  EXPECT_EQ(checkpoint::step_dirs(first.checkpoint_dir),
+            std::vector<std::string>{first.checkpoint_dir + "/step-000003"});
+
+  // The previous checkpoint still loads, and the run continues from it.
+  const TrainResult resumed = run_training(more);
+  ASSERT_EQ(resumed.steps.size(), 3u);
+  EXPECT_EQ(resumed.steps.front().step, 3);
+  EXPECT_EQ(checkpoint::read_latest(first.checkpoint_dir), "step-000006");
+}
+
 TEST(CheckpointFlags, SetTheConfigAndBadCombinationsAreRefused) {
   std::vector<const char*> args = {"zs-train",   "--text",
                                    "unused.txt", "--checkpoint-dir",
                                    "ck",         "--checkpoint-interval",
                                    "50",         "--keep-checkpoints",
                                    "2",          "--resume",
-                                   "auto"};
+                                   "auto",       "--checkpoint-async",
+                                   "off",        "--checkpoint-buffer",
+                                   "512MiB"};
   TrainConfig c;
   EXPECT_FALSE(parse_train_args(static_cast<int>(args.size()), args.data(), c, nullptr, nullptr));
   EXPECT_EQ(c.checkpoint_dir, "ck");
   EXPECT_EQ(c.checkpoint_interval, 50);
   EXPECT_EQ(c.keep_checkpoints, 2);
   EXPECT_EQ(c.resume, "auto");
+  EXPECT_FALSE(c.checkpoint_async);
+  EXPECT_EQ(c.checkpoint_buffer, size_t{512} << 20);
   validate(c, 1);
   EXPECT_EQ(TrainConfig{}.keep_checkpoints, 3);
+  EXPECT_TRUE(TrainConfig{}.checkpoint_async);
+  EXPECT_EQ(TrainConfig{}.checkpoint_buffer, size_t{1} << 30);
 
   TrainConfig no_dir;
   no_dir.resume = "auto";

@@ -1,6 +1,6 @@
 // The training loop's named points, in order, with test doubles for the step, the parts and
-// the checkpointer: what a part sees and when the save/restore seam is called, fresh and after a
-// restore.
+// the checkpointer: what a part sees and when the save/restore seam is called (a save's
+// publication after each step and, waiting, at the end), fresh and after a restore.
 #include "train/loop.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +68,7 @@ class RecordingCheckpointer final : public Checkpointer {
     return last || completed % interval_ == 0;
   }
   void save(int64_t completed) override { calls_.push_back("save " + std::to_string(completed)); }
+  void publish(bool wait) override { calls_.push_back(wait ? "publish wait" : "publish"); }
 
  private:
   Calls& calls_;
@@ -81,14 +82,17 @@ TEST(TrainLoop, CallsThePartsAndTheSeamAtTheirNamedPoints) {
   RecordingPart a(calls, "a");
   RecordingCheckpointer checkpoints(calls, 2, 0);
   TrainLoop(3, 2, {&a}, checkpoints).run(steps);
-  const Calls expected = {"restore",         "start 0",
-                          "a.on_start 0/3",  "a.before_step 0",
-                          "step 0",          "a.after_step 0",
-                          "a.before_step 1", "step 1",
-                          "a.after_step 1",  "a.on_eval 2",
-                          "save 2",          "a.before_step 2 last",
-                          "step 2",          "a.after_step 2 last",
-                          "save 3",          "a.on_eval 3",
+  // A save's writes are published at the next step boundary, or waited for at the end.
+  const Calls expected = {"restore",        "start 0",
+                          "a.on_start 0/3", "a.before_step 0",
+                          "step 0",         "a.after_step 0",
+                          "publish",        "a.before_step 1",
+                          "step 1",         "a.after_step 1",
+                          "a.on_eval 2",    "publish",
+                          "save 2",         "a.before_step 2 last",
+                          "step 2",         "a.after_step 2 last",
+                          "publish",        "save 3",
+                          "a.on_eval 3",    "publish wait",
                           "a.on_end 3"};
   EXPECT_EQ(calls, expected);
 }
@@ -109,9 +113,11 @@ TEST(TrainLoop, ARestoreStartsAtTheRestoredStepAndPartsRunInOrder) {
                           "step 2",
                           "a.after_step 2 last",
                           "b.after_step 2 last",
+                          "publish",
                           "save 3",
                           "a.on_eval 3",
                           "b.on_eval 3",
+                          "publish wait",
                           "a.on_end 3",
                           "b.on_end 3"};
   EXPECT_EQ(calls, expected);
@@ -128,6 +134,7 @@ TEST(TrainLoop, WithoutCheckpointsNothingIsRestoredOrSaved) {
   NoCheckpoints none;
   EXPECT_EQ(none.restore(), 0);
   EXPECT_FALSE(none.due(1, true));
+  none.publish(true);
   const std::unique_ptr<Checkpointer> made = make_checkpointer(TrainConfig{}, TrainState{});
   EXPECT_EQ(made->restore(), 0);
   EXPECT_FALSE(made->due(100, true));

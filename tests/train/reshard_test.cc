@@ -1,12 +1,13 @@
 // Resharding on load through zs-train's engine (the 2-layer GPT of short_run.h in fp32): a
 // checkpoint saved at step 3 by N ranks at stage S (or hybrid) resumes on M ranks at stage S',
 // for every N ≠ M in {1, 2, 3, 4}, a stage change at the same world size and hybrid 2x2 to
-// stage 3 on 2 ranks, and continues like the uninterrupted N-rank run: the same global batches
-// (micro-batch 12 / ranks), the same learning rates, and losses equal within fp32 tolerance
-// (world sizes agree only that far: reductions add in another order). A stage 0 checkpoint is
-// read from rank 0's file alone, a hybrid one from its first shard group's; fp16's loss scaler
-// carries over; a corrupt rank file is named; a resume whose global batch differs, or of
-// another model, is refused with the reason.
+// stage 3 on 2 ranks (saves asynchronous, as by default, and once synchronous), and continues
+// like the uninterrupted N-rank run: the same global batches (micro-batch 12 / ranks), the same
+// learning rates, and losses equal within fp32 tolerance (world sizes agree only that far:
+// reductions add in another order). A stage 0 checkpoint holds each element once, spread over
+// every rank's file (a missing one is named); a hybrid one is read from its first shard group's
+// files; fp16's loss scaler carries over; a corrupt rank file is named; a resume whose global
+// batch differs, or of another model, is refused with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,8 +60,9 @@ class Resharding : public ::testing::Test {
  protected:
   Resharding() { write_text(corpus, learnable_corpus()); }
   // The uninterrupted run at `p`, checkpointing every 3 steps into dir/ckpt.
-  TrainResult run_saving(const Placement& p, const char* optimizer = "adamw") {
+  TrainResult run_saving(const Placement& p, const char* optimizer = "adamw", bool async = true) {
     TrainConfig c = run_on(corpus, p, optimizer);
+    c.checkpoint_async = async;
     c.checkpoint_dir = dir.path("ckpt");
     c.checkpoint_interval = 3;
     return run_training(c);
@@ -89,19 +91,22 @@ struct Move {
   Placement from;
   Placement to;
   const char* optimizer = "adamw";
+  bool async = true;  // --checkpoint-async of both runs
 };
 
 void PrintTo(const Move& m, std::ostream* os) {
-  *os << text(m.from) << " -> " << text(m.to) << " (" << m.optimizer << ")";
+  *os << text(m.from) << " -> " << text(m.to) << " (" << m.optimizer
+      << (m.async ? "" : ", synchronous saves") << ")";
 }
 
 class Reshard : public Resharding, public ::testing::WithParamInterface<Move> {};
 
 TEST_P(Reshard, ContinuesLikeTheUninterruptedRun) {
   const Move m = GetParam();
-  const TrainResult full = run_saving(m.from, m.optimizer);
+  const TrainResult full = run_saving(m.from, m.optimizer, m.async);
   ASSERT_EQ(full.steps.size(), 6u);
   TrainConfig resumed = run_on(corpus, m.to, m.optimizer);
+  resumed.checkpoint_async = m.async;
   resumed.resume = step3();
   const TrainResult second = run_training(resumed);
   ASSERT_EQ(second.steps.size(), 3u);
@@ -122,14 +127,21 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndStages, Reshard,
                                            Move{{1, 2}, {4, 3}}, Move{{2, 0}, {4, 2}},
                                            Move{{3, 1}, {1, 0}}, Move{{3, 2}, {2, 3}, "sgd"},
                                            Move{{4, 3}, {1, 2}}, Move{{4, 0}, {3, 3}},
-                                           Move{{2, 3}, {2, 1}}, Move{{4, 3, 2}, {2, 3}}),
+                                           Move{{2, 3}, {2, 1}}, Move{{4, 3, 2}, {2, 3}},
+                                           Move{{2, 0}, {3, 1}, "adamw", false}),
                          [](const ::testing::TestParamInfo<Move>& info) {
                            return "from_" + text(info.param.from) + "_to_" + text(info.param.to) +
-                                  "_" + info.param.optimizer;
+                                  "_" + info.param.optimizer + (info.param.async ? "" : "_sync");
                          });
 
-TEST_F(Resharding, AStageZeroCheckpointIsReadFromRankZerosFileAlone) {
-  resumes_without_files({2, 0}, {1}, {3, 3});
+TEST_F(Resharding, AStageZeroCheckpointNeedsEveryRanksSlice) {
+  run_saving({2, 0});
+  const std::string file = step3() + "/" + checkpoint::rank_file_name(1);
+  ASSERT_TRUE(std::filesystem::remove(file)) << file;
+  TrainConfig resumed = run_on(corpus, {3, 3}, "adamw");
+  resumed.resume = step3();
+  const std::string error = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(error.find("rank-00001.bin"), std::string::npos) << error;
 }
 
 TEST_F(Resharding, AHybridCheckpointIsReadFromItsFirstShardGroup) {

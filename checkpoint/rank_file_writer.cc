@@ -1,0 +1,173 @@
+// RankFileWriter (checkpoint/rank_file_writer.h): the ring buffer between the rank's copy and the
+// writer thread. The rank's thread fills [written_, copied_ + free) and the writer thread drains
+// [written_, copied_), each outside the lock on a region the other does not touch; the counters
+// move under the lock and every move is announced on `changed_`.
+#include "checkpoint/rank_file_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "checkpoint/shard_files.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/logging.h"
+
+namespace zs::checkpoint {
+
+RankFileWriter::RankFileWriter(size_t buffer_bytes) : bound_(buffer_bytes) {
+  ZS_CHECK(buffer_bytes >= sizeof(float), "--checkpoint-buffer must hold at least one fp32 value (",
+           sizeof(float), " bytes); got ", buffer_bytes);
+  // Started last, once the checks passed: a thread never outlives a failed construction. Its
+  // errors carry the rank of the thread that made the writer.
+  thread_ = std::thread([this, rank = current_log_rank()] {
+    const RankScope scope(rank);
+    run();
+  });
+}
+
+RankFileWriter::~RankFileWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void RankFileWriter::run() {
+  for (;;) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return stop_ || (job_ && !busy_); });
+    if (stop_) return;
+    busy_ = true;
+    const std::string path = path_;
+    const uint64_t bytes = bytes_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      write_file(path, bytes);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    // Moved, not copied: the rank's thread alone holds the error from here on, and frees it.
+    error_ = std::move(error);
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    busy_ = false;
+    job_ = false;
+    over_ = true;
+    lock.unlock();
+    changed_.notify_all();
+  }
+}
+
+void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
+  detail::AtomicFileWriter file(path);
+  uint64_t checksum = kFnv64Basis;
+  for (uint64_t done = 0; done < bytes;) {
+    size_t at = 0, count = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || cancel_ || copied_ > written_; });
+      // Abandoned: the AtomicFileWriter removes its temporary file, nothing gets the name.
+      ZS_CHECK_AS(IoError, !stop_ && !cancel_, "the write of '", path, "' was abandoned");
+      at = static_cast<size_t>(written_ % capacity_);
+      count = static_cast<size_t>(std::min<uint64_t>(copied_ - written_, capacity_ - at));
+    }
+    checksum = fnv1a64(buffer_.get() + at, count, checksum);
+    file.write(buffer_.get() + at, count);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      written_ += count;
+    }
+    changed_.notify_all();
+    done += count;
+  }
+  file.commit();
+  std::lock_guard<std::mutex> lock(mutex_);
+  checksum_ = checksum;
+}
+
+void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>& tensors) {
+  uint64_t bytes = 0;
+  for (const Tensor& t : tensors) {
+    ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
+             ", expected fp32 masters and optimizer state");
+    bytes += static_cast<uint64_t>(t.numel()) * sizeof(float);
+  }
+  // Whole fp32 values only, so that a value is never split at the ring's end.
+  const size_t wanted =
+      std::max(sizeof(float), static_cast<size_t>(std::min<uint64_t>(bound_, bytes)) /
+                                  sizeof(float) * sizeof(float));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ZS_CHECK(!job_ && !over_, "checkpoint: a rank file write was started before the previous one '",
+             path_, "' was waited for");
+    // The writer thread is idle (no job): the buffer is the rank's to replace.
+    if (capacity_ < wanted) {
+      buffer_ = std::make_unique<uint8_t[]>(wanted);
+      capacity_ = wanted;
+    }
+    path_ = path;
+    bytes_ = bytes;
+    copied_ = 0;
+    written_ = 0;
+    cancel_ = false;
+    error_ = nullptr;
+    started_ = std::chrono::steady_clock::now();
+    job_ = true;
+  }
+  changed_.notify_all();
+  try {
+    for (const Tensor& t : tensors) {
+      const int64_t numel = t.numel();
+      for (int64_t done = 0; done < numel;) {
+        size_t at = 0;
+        int64_t count = 0;
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          changed_.wait(lock,
+                        [&] { return over_ || capacity_ - (copied_ - written_) >= sizeof(float); });
+          if (over_) return;  // the write failed; wait() throws its error
+          at = static_cast<size_t>(copied_ % capacity_);
+          const uint64_t space =
+              std::min<uint64_t>(capacity_ - (copied_ - written_), capacity_ - at);
+          count = std::min<int64_t>(numel - done, static_cast<int64_t>(space / sizeof(float)));
+        }
+        const Tensor part = done == 0 && count == numel ? t : t.slice(done, {count});
+        part.copy_to_host(buffer_.get() + at);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          copied_ += static_cast<uint64_t>(count) * sizeof(float);
+        }
+        changed_.notify_all();
+        done += count;
+      }
+    }
+  } catch (...) {
+    // The copy failed: abandon the write, and leave the writer idle for the next one.
+    std::unique_lock<std::mutex> lock(mutex_);
+    cancel_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return over_; });
+    over_ = false;
+    error_ = nullptr;
+    throw;
+  }
+}
+
+bool RankFileWriter::finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return over_;
+}
+
+RankFileWriter::Written RankFileWriter::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ZS_CHECK(job_ || over_, "checkpoint: no rank file write to wait for");
+  changed_.wait(lock, [&] { return over_; });
+  over_ = false;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return {checksum_, seconds_};
+}
+
+}  // namespace zs::checkpoint

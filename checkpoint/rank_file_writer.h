@@ -1,0 +1,92 @@
+// Writes rank files (checkpoint/shard_files.h) through a bounded host buffer on a thread of its
+// own, so that a save stalls the training loop only while the rank's tensors are copied out.
+//
+// snapshot() runs on the rank's thread at the save point: it copies the file's tensors into a
+// ring buffer of at most `buffer_bytes` and returns once the last byte is copied; from then on
+// the tensors may change (the next optimizer step) and the file holds their values at the save
+// point. The writer thread appends what is copied to the file as it arrives (computing the
+// checksum on the way), then fsyncs and renames it into place (detail::AtomicFileWriter). A file
+// larger than the buffer streams through it: the copy waits for the writer to free space, so
+// the stall is then about the time to write all but the last buffer's worth. Sync and async
+// saves are both this: a synchronous save waits for the write right after the snapshot.
+//
+// The buffer is allocated at the first snapshot with min(buffer_bytes, file bytes) and kept for
+// the next ones (a fresh allocation would fault its pages in during the copy, on the stall).
+// It is host memory and is not charged to a MemoryTracker: the trackers account one device's
+// categories and have no host tier.
+//
+// Ownership and threads: the object owns its thread (started in the constructor, joined in the
+// destructor) and the buffer. snapshot(), finished() and wait() are called from one thread (the
+// rank's). A write's error (open, write, fsync, rename) is captured on the writer thread and
+// rethrown by wait(); it is never lost. Destroyed with a write unfinished, the writer abandons
+// it: the temporary file is removed and nothing appears under the file's name.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace zs::checkpoint {
+
+class RankFileWriter {
+ public:
+  // `buffer_bytes`: the most host memory a snapshot holds (at least 4: one fp32 value).
+  explicit RankFileWriter(size_t buffer_bytes);
+  ~RankFileWriter();
+  RankFileWriter(const RankFileWriter&) = delete;
+  RankFileWriter& operator=(const RankFileWriter&) = delete;
+
+  // Starts writing `tensors` (fp32, in order) as the file `path` and returns when all of them
+  // are copied into the buffer. The previous write must have been waited for. When the write
+  // fails meanwhile, the copy stops early; wait() throws the error. An error of the copy itself
+  // is thrown here (the write is abandoned).
+  void snapshot(const std::string& path, const std::vector<Tensor>& tensors);
+  // Whether the current write is over (committed or failed), without waiting.
+  bool finished() const;
+  struct Written {
+    uint64_t checksum;  // FNV-1a 64 of the file (checkpoint/shard_files.h)
+    double seconds;     // from snapshot() to the file under its name, fsynced
+  };
+  // Waits for the current write and returns what it wrote; rethrows its error.
+  Written wait();
+
+ private:
+  void run();
+  // The write of one file from the buffer (the writer thread's part of a snapshot).
+  void write_file(const std::string& path, uint64_t bytes);
+
+  const size_t bound_;
+  std::unique_ptr<uint8_t[]> buffer_;
+  size_t capacity_ = 0;  // bytes of buffer_, a multiple of 4
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  // The current write: path and size, bytes copied in and written out (monotonic; the ring
+  // position is their value modulo capacity_), and how it ended.
+  bool job_ = false;
+  bool busy_ = false;  // job_ taken by the writer thread and not over
+  bool cancel_ = false;
+  bool stop_ = false;
+  std::string path_;
+  uint64_t bytes_ = 0;
+  uint64_t copied_ = 0;
+  uint64_t written_ = 0;
+  bool over_ = false;
+  std::exception_ptr error_;
+  uint64_t checksum_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  double seconds_ = 0;
+
+  std::thread thread_;  // started by the constructor once every member above is ready
+};
+
+}  // namespace zs::checkpoint
