@@ -52,8 +52,9 @@ uint64_t rank_file_bytes(const optim::Optimizer& optimizer) {
   return bytes;
 }
 
-uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer) {
-  detail::AtomicFileWriter file(path);
+uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer,
+                         const FileSystem& fs) {
+  detail::AtomicFileWriter file(path, fs);
   uint64_t checksum = kFnv64Basis;
   std::vector<float> host;
   for_each_file_tensor(optimizer, [&](const Tensor& t) {
@@ -90,10 +91,11 @@ void check_rank_file(const std::string& path, uint64_t size, uint64_t bytes, uin
 
 }  // namespace
 
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum) {
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+                                 const FileSystem& fs) {
   detail::MappedFile file = [&] {
     try {
-      return detail::MappedFile(path, "checkpoint rank file");
+      return fs.map(path, "checkpoint rank file");
     } catch (const IoError& e) {
       ZS_THROW(CorruptCheckpoint, "checkpoint rank file '", path,
                "' cannot be read (missing?): ", e.what());
@@ -123,8 +125,8 @@ uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum)
 }
 
 RankFileReader::RankFileReader(const std::string& path, const optim::Optimizer& optimizer,
-                               uint64_t checksum)
-    : file_(open_verified(path, rank_file_bytes(optimizer), checksum)) {}
+                               uint64_t checksum, const FileSystem& fs)
+    : file_(open_verified(path, rank_file_bytes(optimizer), checksum, fs)) {}
 
 void RankFileReader::apply(const optim::Optimizer& optimizer) const {
   size_t offset = 0;

@@ -40,7 +40,9 @@ uint64_t parse_checksum(const std::string& text);
 // Maps the rank file at `path` after checking that it has `bytes` bytes and checksum
 // `checksum`; CorruptCheckpoint naming `path` (and both checksums) when it is missing, of
 // another size or corrupt.
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum);
+// `fs` is the file layer it goes through.
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+                                 const FileSystem& fs = posix_file_system());
 // The same checks as open_verified, reading the file through a small buffer instead of mapping
 // it (for tools that must not hold a whole rank file in memory); returns the file's checksum.
 uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum);
@@ -52,7 +54,8 @@ uint64_t rank_file_bytes(const optim::Optimizer& optimizer);
 
 // Writes this rank's file at `path` (fsynced before it appears under its name) and returns its
 // checksum. `optimizer` must be the one built over model.local_shards().
-uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer);
+uint64_t write_rank_file(const std::string& path, const optim::Optimizer& optimizer,
+                         const FileSystem& fs = posix_file_system());
 
 // One rank's file, opened and verified (size and checksum) before anything is changed; apply()
 // then writes it into the masters and the optimizer state.
@@ -60,7 +63,8 @@ class RankFileReader {
  public:
   // Throws CorruptCheckpoint naming `path` when it is missing, has another size, or its
   // checksum differs from `checksum` (both printed).
-  RankFileReader(const std::string& path, const optim::Optimizer& optimizer, uint64_t checksum);
+  RankFileReader(const std::string& path, const optim::Optimizer& optimizer, uint64_t checksum,
+                 const FileSystem& fs = posix_file_system());
   // Copies the file into the optimizer's views' masters and state tensors (the step count and
   // the compute copies are the caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters).
   void apply(const optim::Optimizer& optimizer) const;

@@ -109,6 +109,7 @@ class ShardedCheckpointer final : public Checkpointer {
   void save(int64_t completed) override;
 
  private:
+  const FileSystem& files() const { return *c_.file_system; }
   // Each rank's `mine` (all of the same width) as one row of a [world × width] table that every
   // rank gets: one all-reduce of a zero table with each rank's own row filled in (sums of one
   // value and zeros are exact). Also the barrier of the step it closes.
@@ -224,7 +225,7 @@ void ShardedCheckpointer::save(int64_t completed) {
   if (lead_) {
     try {
       token = static_cast<float>(::getpid() & 0xffffff);
-      checkpoint::make_temp_step_dir(dir, completed, static_cast<int64_t>(token));
+      checkpoint::make_temp_step_dir(dir, completed, static_cast<int64_t>(token), files());
     } catch (...) {
       error = std::current_exception();
       token = -1;
@@ -238,9 +239,10 @@ void ShardedCheckpointer::save(int64_t completed) {
   // 2. Every rank writes its file, in parallel.
   std::vector<float> row(5, 0.0f);
   try {
-    put_u64(row, 1,
-            checkpoint::write_rank_file(
-                (fs::path(temp) / checkpoint::rank_file_name(rank_)).string(), *s_.optimizer));
+    put_u64(
+        row, 1,
+        checkpoint::write_rank_file((fs::path(temp) / checkpoint::rank_file_name(rank_)).string(),
+                                    *s_.optimizer, files()));
     row[0] = 1;
   } catch (...) {
     error = std::current_exception();
@@ -258,13 +260,14 @@ void ShardedCheckpointer::save(int64_t completed) {
   std::string published;
   if (lead_) {
     try {
-      detail::AtomicFileWriter meta((fs::path(temp) / kMetaFile).string());
+      detail::AtomicFileWriter meta((fs::path(temp) / kMetaFile).string(), files());
       const std::string text = metadata(completed, checksums).dump(1) + "\n";
       meta.write(text.data(), text.size());
       meta.commit();
-      published = checkpoint::commit_step_dir(temp, dir, completed);
-      checkpoint::publish_latest(dir, completed);
-      for (const std::string& old : checkpoint::prune_step_dirs(dir, c_.keep_checkpoints)) {
+      published = checkpoint::commit_step_dir(temp, dir, completed, files());
+      checkpoint::publish_latest(dir, completed, files());
+      for (const std::string& old :
+           checkpoint::prune_step_dirs(dir, c_.keep_checkpoints, files())) {
         ZS_LOG_INFO("deleted checkpoint {} (--keep-checkpoints {})", old, c_.keep_checkpoints);
       }
     } catch (...) {
@@ -326,7 +329,8 @@ std::string ShardedCheckpointer::peer_failure(const std::string& dir, const json
     }
     const json& entry = meta.at("files").at(static_cast<size_t>(rank));
     checkpoint::RankFileReader(file, *s_.optimizer,
-                               checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+                               checkpoint::parse_checksum(entry.at("checksum").get<std::string>()),
+                               files());
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -362,7 +366,8 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     if (same_plan) {
       const json& entry = meta.at("files").at(static_cast<size_t>(rank_));
       reader = std::make_unique<checkpoint::RankFileReader>(
-          file, *s_.optimizer, checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+          file, *s_.optimizer, checkpoint::parse_checksum(entry.at("checksum").get<std::string>()),
+          files());
     } else {
       resharder =
           std::make_unique<checkpoint::ReshardReader>(dir, meta, *s_.model, rank_, *s_.optimizer);
@@ -436,7 +441,7 @@ int64_t ShardedCheckpointer::restore() {
   if (c_.resume != "auto") return load(c_.resume, false);
   const std::string& dir = c_.checkpoint_dir;
   std::vector<std::string> candidates;
-  const std::string latest = checkpoint::read_latest(dir);
+  const std::string latest = checkpoint::read_latest(dir, files());
   if (!latest.empty()) {
     const std::string path = (fs::path(dir) / latest).string();
     if (fs::is_directory(path)) {
@@ -448,7 +453,7 @@ int64_t ShardedCheckpointer::restore() {
           dir, latest);
     }
   }
-  for (const std::string& path : checkpoint::step_dirs(dir)) {
+  for (const std::string& path : checkpoint::step_dirs(dir, files())) {
     if (candidates.empty() || path != candidates.front()) candidates.push_back(path);
   }
   if (candidates.empty()) {
@@ -473,6 +478,9 @@ std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& config,
   ZS_CHECK(state.model && state.optimizer && state.schedule && state.sampler && state.comm &&
                state.compute,
            "make_checkpointer: the train state is incomplete");
+  ZS_CHECK(config.file_system,
+           "make_checkpointer: TrainConfig::file_system is null; leave it at "
+           "the POSIX file layer or pass a file layer that outlives the run");
   return std::make_unique<ShardedCheckpointer>(config, state);
 }
 

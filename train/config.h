@@ -25,6 +25,7 @@
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "runtime/dtype.h"
+#include "runtime/file_system.h"
 #include "sharding/sharded_model.h"
 #include "train/memory_model.h"
 
@@ -134,6 +135,10 @@ struct TrainConfig {
   int64_t checkpoint_interval = 0;
   int keep_checkpoints = 3;
   std::string resume;
+  // The file layer checkpoints are saved and loaded through (runtime/file_system.h): the POSIX
+  // one; a test passes a fault wrapper (runtime/fault_file_system.h). Not owned; it must outlive
+  // the run.
+  const FileSystem* file_system = &posix_file_system();
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
