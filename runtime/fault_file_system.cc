@@ -251,7 +251,7 @@ detail::MappedFile FaultFileSystem::map(const std::string& path, const char* wha
 }
 
 void FaultFileSystem::rename(const std::string& from, const std::string& to) const {
-  apply(decide(FileOp::kRename, from), "rename to '" + to + "'", from);
+  apply(decide(FileOp::kRename, from), "rename", from + "' to '" + to);
   base().rename(from, to);
 }
 

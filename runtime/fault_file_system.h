@@ -16,6 +16,7 @@
 // a mutex); add_rule and fired() may be called at any time, also while operations run.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,7 +41,7 @@ struct FaultRule {
   FileOp op = FileOp::kWrite;
   FaultAction action = FaultAction::kFail;
   // kFail's errno: ENOSPC (disk full), EIO, EDQUOT, ...
-  int error_number = 5;  // EIO
+  int error_number = EIO;
   // The rule fires from the (after_calls + 1)-th matching operation on.
   int64_t after_calls = 0;
   // kWrite: the rule lets this many bytes (over all matching files) reach the disk, then fails —

@@ -280,7 +280,8 @@ detail::MappedFile PosixFileSystem::map(const std::string& path, const char* wha
 
 void PosixFileSystem::rename(const std::string& from, const std::string& to) const {
   if (::rename(from.c_str(), to.c_str()) != 0) {
-    throw_file_error("rename to '" + to + "'", from, errno);
+    // "rename of 'FROM' to 'TO' failed: ...".
+    throw_file_error("rename", from + "' to '" + to, errno);
   }
 }
 

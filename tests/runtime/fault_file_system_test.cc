@@ -195,7 +195,8 @@ TEST(FaultFileSystem, RulesMatchByOperationPathCallsAndTimes) {
   faults.add_rule(rename);
   write_text(scratch.path("latest"), "step-000001\n");
   const std::string renamed = error_message<IoError>([&] { save("latest"); });
-  EXPECT_CONTAINS(renamed, "rename to '" + scratch.path("latest") + "'");
+  EXPECT_CONTAINS(renamed, "rename of '" + scratch.path("latest.tmp."));
+  EXPECT_CONTAINS(renamed, "' to '" + scratch.path("latest") + "' failed: Input/output error");
   EXPECT_EQ(faults.read_file(scratch.path("latest")), "step-000001\n");
 }
 

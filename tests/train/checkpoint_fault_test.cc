@@ -163,7 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
               false},
         Fault{"step_dir_rename_fails",
               rule(kStep6 + "$", FileOp::kRename, EIO),
-              {"rename to '", "step-000006'", "Input/output error"},
+              {"rename of '", ".tmp-step-000006-", "' to '", "/step-000006' failed",
+               "Input/output error"},
               false},
         // The temporary directory is fsynced after each rank file and meta.json are renamed
         // into it, then by the commit of the directory itself: that fourth one fails.
@@ -174,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
         // The save of step 3 replaced `latest` too: the second replacement fails.
         Fault{"latest_not_replaced",
               rule("/latest\\.tmp\\.", FileOp::kRename, ENOSPC, 0, 1),
-              {"latest", "No space left on device"},
+              {"/latest' failed: No space left on device"},
               true}),
     [](const ::testing::TestParamInfo<Fault>& info) { return info.param.name; });
 
