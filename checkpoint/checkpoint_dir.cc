@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <system_error>
 #include <utility>
 
 #include "runtime/error.h"
@@ -21,36 +19,26 @@ namespace fs = std::filesystem;
 constexpr const char* kStepPrefix = "step-";
 constexpr const char* kLatest = "latest";
 
-void remove_tree(const fs::path& path) {
-  std::error_code error;
-  fs::remove_all(path, error);
-  ZS_CHECK_AS(IoError, !error, "cannot remove '", path.string(), "': ", error.message());
-}
-
 // Deletes the step directory `path` so that no reader ever sees it torn: it is renamed to a
 // .tmp- name (which step_dirs never lists) and DIR fsynced before its files go. A crash in
 // between leaves a .tmp- leftover, removed by the next save.
-void remove_step_dir(const fs::path& path) {
-  std::error_code error;
-  if (!fs::exists(path, error)) return;
+void remove_step_dir(const fs::path& path, const FileSystem& files) {
+  if (!files.exists(path.string())) return;
   const fs::path trash = path.parent_path() / (".tmp-deleting-" + path.filename().string() + "-" +
                                                std::to_string(::getpid()));
-  remove_tree(trash);
-  fs::rename(path, trash, error);
-  ZS_CHECK_AS(IoError, !error, "cannot rename '", path.string(), "' to '", trash.string(),
-              "': ", error.message());
-  detail::sync_directory(path.parent_path().string());
-  remove_tree(trash);
+  files.remove_tree(trash.string());
+  files.rename(path.string(), trash.string());
+  files.sync_directory(path.parent_path().string());
+  files.remove_tree(trash.string());
 }
 
 // Removes what crashed saves left in `dir`: .tmp-* directories and latest.tmp.* files. Only one
 // run saves into a directory at a time, so none of them is in use.
-void remove_leftovers(const fs::path& dir) {
-  std::error_code error;
-  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
+void remove_leftovers(const fs::path& dir, const FileSystem& files) {
+  for (const DirectoryEntry& entry : files.list_directory(dir.string())) {
+    const std::string& name = entry.name;
     if (name.rfind(".tmp-", 0) == 0 || name.rfind(std::string(kLatest) + ".tmp.", 0) == 0) {
-      remove_tree(it->path());
+      files.remove_tree((dir / name).string());
     }
   }
 }
@@ -87,54 +75,51 @@ std::string temp_step_dir(const std::string& dir, int64_t step, int64_t token) {
   return (fs::path(dir) / (".tmp-" + step_dir_name(step) + "-" + std::to_string(token))).string();
 }
 
-std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  ZS_CHECK_AS(IoError, !error, "cannot create the checkpoint directory '", dir,
-              "': ", error.message());
-  remove_leftovers(dir);
-  const fs::path temp = temp_step_dir(dir, step, token);
-  fs::create_directory(temp, error);
-  ZS_CHECK_AS(IoError, !error, "cannot create '", temp.string(), "': ", error.message());
-  return temp.string();
+std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token,
+                               const FileSystem& files) {
+  files.make_directories(dir);
+  remove_leftovers(dir, files);
+  const std::string temp = temp_step_dir(dir, step, token);
+  files.make_directory(temp);
+  return temp;
 }
 
-std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step) {
-  detail::sync_directory(temp_dir);
+std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step,
+                            const FileSystem& files) {
+  files.sync_directory(temp_dir);
   const fs::path final_dir = fs::path(dir) / step_dir_name(step);
   // A directory of this step that exists already was never published by this run: an earlier
   // run saved it and this one resumed from an older checkpoint (or `latest` was not replaced
   // before a crash). The new save supersedes it.
-  remove_step_dir(final_dir);
-  std::error_code error;
-  fs::rename(temp_dir, final_dir, error);
-  ZS_CHECK_AS(IoError, !error, "cannot rename '", temp_dir, "' to '", final_dir.string(),
-              "': ", error.message());
-  detail::sync_directory(dir);
+  remove_step_dir(final_dir, files);
+  files.rename(temp_dir, final_dir.string());
+  files.sync_directory(dir);
   return final_dir.string();
 }
 
-void publish_latest(const std::string& dir, int64_t step) {
-  detail::AtomicFileWriter latest((fs::path(dir) / kLatest).string());
+void publish_latest(const std::string& dir, int64_t step, const FileSystem& files) {
+  detail::AtomicFileWriter latest((fs::path(dir) / kLatest).string(), files);
   const std::string text = step_dir_name(step) + "\n";
   latest.write(text.data(), text.size());
   latest.commit();
 }
 
-std::string read_latest(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / kLatest);
-  std::string name;
-  if (!in || !std::getline(in, name)) return "";
+std::string read_latest(const std::string& dir, const FileSystem& files) {
+  const std::string path = (fs::path(dir) / kLatest).string();
+  if (!files.exists(path)) return "";
+  std::string name = files.read_file(path);
+  name = name.substr(0, name.find('\n'));
   while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
   return name;
 }
 
-std::vector<std::string> step_dirs(const std::string& dir) {
+std::vector<std::string> step_dirs(const std::string& dir, const FileSystem& files) {
   std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code error;
-  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-    const int64_t step = step_of_dir_name(it->path().filename().string());
-    if (step >= 0 && it->is_directory()) found.emplace_back(step, it->path().string());
+  for (const DirectoryEntry& entry : files.list_directory(dir)) {
+    const int64_t step = step_of_dir_name(entry.name);
+    if (step >= 0 && entry.is_directory) {
+      found.emplace_back(step, (fs::path(dir) / entry.name).string());
+    }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;
@@ -144,11 +129,12 @@ std::vector<std::string> step_dirs(const std::string& dir) {
   return paths;
 }
 
-std::vector<std::string> prune_step_dirs(const std::string& dir, int keep) {
+std::vector<std::string> prune_step_dirs(const std::string& dir, int keep,
+                                         const FileSystem& files) {
   std::vector<std::string> deleted;
-  const std::vector<std::string> dirs = step_dirs(dir);
+  const std::vector<std::string> dirs = step_dirs(dir, files);
   for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < dirs.size(); ++i) {
-    remove_step_dir(dirs[i]);
+    remove_step_dir(dirs[i], files);
     deleted.push_back(dirs[i]);
   }
   return deleted;

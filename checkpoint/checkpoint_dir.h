@@ -10,13 +10,17 @@
 // .tmp-* directory or a step directory that `latest` does not name yet, and --resume auto skips
 // what does not verify. Pruning deletes older step directories after `latest` moved.
 //
-// Free functions over paths; errors are IoError naming the path and errno's text. Not for
-// concurrent writers to the same DIR (one run saves at a time; readers may run any time).
+// Free functions over paths. Every file operation goes through the FileSystem passed in (the
+// POSIX one by default; a fault wrapper in tests), and its errors are the file layer's IoErrors
+// naming the path, the call and errno's text. Not for concurrent writers to the same DIR (one run
+// saves at a time; readers may run any time).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/file_system.h"
 
 namespace zs::checkpoint {
 
@@ -38,21 +42,26 @@ std::string temp_step_dir(const std::string& dir, int64_t step, int64_t token);
 // Creates `dir` (with its parents) and an empty temp_step_dir(dir, step, token); returns its
 // path. First removes what crashed saves left in `dir` (.tmp-* directories, latest.tmp.* files):
 // one run saves into a directory at a time, so none of them is in use.
-std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token);
+std::string make_temp_step_dir(const std::string& dir, int64_t step, int64_t token,
+                               const FileSystem& fs = posix_file_system());
 // Makes the temporary directory the checkpoint of `step`: fsyncs it, renames it to
 // DIR/step-<step> (replacing an unpublished directory of that name left by an earlier run),
 // fsyncs DIR. Returns the step directory's path.
-std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step);
+std::string commit_step_dir(const std::string& temp_dir, const std::string& dir, int64_t step,
+                            const FileSystem& fs = posix_file_system());
 // Points DIR/latest at the step directory of `step`, atomically.
-void publish_latest(const std::string& dir, int64_t step);
+void publish_latest(const std::string& dir, int64_t step,
+                    const FileSystem& fs = posix_file_system());
 // The directory name DIR/latest holds ("" when there is no such file).
-std::string read_latest(const std::string& dir);
+std::string read_latest(const std::string& dir, const FileSystem& fs = posix_file_system());
 
 // The step directories in `dir`, newest (highest step) first, as paths.
-std::vector<std::string> step_dirs(const std::string& dir);
+std::vector<std::string> step_dirs(const std::string& dir,
+                                   const FileSystem& fs = posix_file_system());
 // Deletes all but the newest `keep` step directories; returns the deleted paths. A step directory
 // is deleted (here and when commit_step_dir replaces one) by renaming it to a .tmp- name and
 // fsyncing DIR first, so a crash never leaves a torn directory under a step name.
-std::vector<std::string> prune_step_dirs(const std::string& dir, int keep);
+std::vector<std::string> prune_step_dirs(const std::string& dir, int keep,
+                                         const FileSystem& fs = posix_file_system());
 
 }  // namespace zs::checkpoint

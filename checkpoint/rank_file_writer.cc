@@ -14,7 +14,8 @@
 
 namespace zs::checkpoint {
 
-RankFileWriter::RankFileWriter(size_t buffer_bytes) : bound_(buffer_bytes) {
+RankFileWriter::RankFileWriter(size_t buffer_bytes, const FileSystem& fs)
+    : bound_(buffer_bytes), fs_(fs) {
   ZS_CHECK(buffer_bytes >= sizeof(float), "--checkpoint-buffer must hold at least one fp32 value (",
            sizeof(float), " bytes); got ", buffer_bytes);
   // Started last, once the checks passed: a thread never outlives a failed construction. Its
@@ -62,7 +63,7 @@ void RankFileWriter::run() {
 }
 
 void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
-  detail::AtomicFileWriter file(path);
+  detail::AtomicFileWriter file(path, fs_);
   uint64_t checksum = kFnv64Basis;
   for (uint64_t done = 0; done < bytes;) {
     size_t at = 0, count = 0;

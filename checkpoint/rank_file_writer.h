@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/file_system.h"
 #include "runtime/tensor.h"
 
 namespace zs::checkpoint {
@@ -40,7 +41,8 @@ namespace zs::checkpoint {
 class RankFileWriter {
  public:
   // `buffer_bytes`: the most host memory a snapshot holds (at least 4: one fp32 value).
-  explicit RankFileWriter(size_t buffer_bytes);
+  // Files are written through `fs` (runtime/file_system.h), which must outlive the writer.
+  explicit RankFileWriter(size_t buffer_bytes, const FileSystem& fs = posix_file_system());
   ~RankFileWriter();
   RankFileWriter(const RankFileWriter&) = delete;
   RankFileWriter& operator=(const RankFileWriter&) = delete;
@@ -65,6 +67,7 @@ class RankFileWriter {
   void write_file(const std::string& path, uint64_t bytes);
 
   const size_t bound_;
+  const FileSystem& fs_;
   std::unique_ptr<uint8_t[]> buffer_;
   size_t capacity_ = 0;  // bytes of buffer_, a multiple of 4
 

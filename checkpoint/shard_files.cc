@@ -105,10 +105,11 @@ void check_rank_file(const std::string& path, uint64_t size, uint64_t bytes, uin
 
 }  // namespace
 
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum) {
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+                                 const FileSystem& fs) {
   detail::MappedFile file = [&] {
     try {
-      return detail::MappedFile(path, "checkpoint rank file");
+      return fs.map(path, "checkpoint rank file");
     } catch (const IoError& e) {
       ZS_THROW(CorruptCheckpoint, "checkpoint rank file '", path,
                "' cannot be read (missing?): ", e.what());
@@ -137,8 +138,9 @@ uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum)
   return found;
 }
 
-RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum)
-    : file_(open_verified(path, bytes, checksum)) {}
+RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum,
+                               const FileSystem& fs)
+    : file_(open_verified(path, bytes, checksum, fs)) {}
 
 void RankFileReader::apply(const std::vector<Tensor>& tensors) const {
   size_t offset = 0;

@@ -47,7 +47,9 @@ uint64_t parse_checksum(const std::string& text);
 // Maps the rank file at `path` after checking that it has `bytes` bytes and checksum
 // `checksum`; CorruptCheckpoint naming `path` (and both checksums) when it is missing, of
 // another size or corrupt.
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum);
+// `fs` is the file layer it goes through.
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+                                 const FileSystem& fs = posix_file_system());
 // The same checks as open_verified, reading the file through a small buffer instead of mapping
 // it (for tools that must not hold a whole rank file in memory); returns the file's checksum.
 uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum);
@@ -77,7 +79,8 @@ class RankFileReader {
  public:
   // Throws CorruptCheckpoint naming `path` when it is missing, has another size than `bytes`,
   // or its checksum differs from `checksum` (both printed).
-  RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum);
+  RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum,
+                 const FileSystem& fs = posix_file_system());
   // Copies the file into `tensors` (rank_file_tensors of the rank that reads it, whose file
   // holds all its masters: file_holds_masters). The step count and the compute copies are the
   // caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters.

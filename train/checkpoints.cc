@@ -118,7 +118,7 @@ class ShardedCheckpointer final : public Checkpointer {
         world_(state.comm->size()),
         lead_(rank_ == 0),
         plan_(translate(config, rank_, world_)),
-        writer_(config.checkpoint_buffer) {}
+        writer_(config.checkpoint_buffer, *config.file_system) {}
 
   int64_t restore() override;
   bool due(int64_t completed, bool last) const override {
@@ -129,6 +129,7 @@ class ShardedCheckpointer final : public Checkpointer {
   void publish(bool wait) override;
 
  private:
+  const FileSystem& files() const { return *c_.file_system; }
   // A save whose rank files are being written in the background.
   struct PendingSave {
     int64_t completed = 0;
@@ -266,7 +267,7 @@ void ShardedCheckpointer::save(int64_t completed) {
   if (lead_) {
     try {
       token = static_cast<float>(::getpid() & 0xffffff);
-      checkpoint::make_temp_step_dir(dir, completed, static_cast<int64_t>(token));
+      checkpoint::make_temp_step_dir(dir, completed, static_cast<int64_t>(token), files());
     } catch (...) {
       error = std::current_exception();
       token = -1;
@@ -346,13 +347,14 @@ void ShardedCheckpointer::publish(bool wait) {
         meta.at("files").at(static_cast<size_t>(r))["checksum"] =
             checkpoint::checksum_text(get_u64(&rows[kWidth * static_cast<size_t>(r) + 1]));
       }
-      detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string());
+      detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string(), files());
       const std::string text = meta.dump(1) + "\n";
       file.write(text.data(), text.size());
       file.commit();
-      published = checkpoint::commit_step_dir(save.temp, dir, completed);
-      checkpoint::publish_latest(dir, completed);
-      for (const std::string& old : checkpoint::prune_step_dirs(dir, c_.keep_checkpoints)) {
+      published = checkpoint::commit_step_dir(save.temp, dir, completed, files());
+      checkpoint::publish_latest(dir, completed, files());
+      for (const std::string& old :
+           checkpoint::prune_step_dirs(dir, c_.keep_checkpoints, files())) {
         ZS_LOG_INFO("deleted checkpoint {} (--keep-checkpoints {})", old, c_.keep_checkpoints);
       }
     } catch (...) {
@@ -411,7 +413,7 @@ std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, co
     const json& entry = meta.at("files").at(static_cast<size_t>(rank));
     auto reader = std::make_shared<checkpoint::RankFileReader>(
         file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),
-        checkpoint::parse_checksum(entry.at("checksum").get<std::string>()));
+        checkpoint::parse_checksum(entry.at("checksum").get<std::string>()), files());
     return [this, reader] {
       reader->apply(checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
     };
@@ -522,7 +524,7 @@ int64_t ShardedCheckpointer::restore() {
   if (c_.resume != "auto") return load(c_.resume, false);
   const std::string& dir = c_.checkpoint_dir;
   std::vector<std::string> candidates;
-  const std::string latest = checkpoint::read_latest(dir);
+  const std::string latest = checkpoint::read_latest(dir, files());
   if (!latest.empty()) {
     const std::string path = (fs::path(dir) / latest).string();
     if (fs::is_directory(path)) {
@@ -534,7 +536,7 @@ int64_t ShardedCheckpointer::restore() {
           dir, latest);
     }
   }
-  for (const std::string& path : checkpoint::step_dirs(dir)) {
+  for (const std::string& path : checkpoint::step_dirs(dir, files())) {
     if (candidates.empty() || path != candidates.front()) candidates.push_back(path);
   }
   if (candidates.empty()) {
@@ -559,6 +561,9 @@ std::unique_ptr<Checkpointer> make_checkpointer(const TrainConfig& config,
   ZS_CHECK(state.model && state.optimizer && state.schedule && state.sampler && state.comm &&
                state.compute,
            "make_checkpointer: the train state is incomplete");
+  ZS_CHECK(config.file_system,
+           "make_checkpointer: TrainConfig::file_system is null; leave it at "
+           "the POSIX file layer or pass a file layer that outlives the run");
   return std::make_unique<ShardedCheckpointer>(config, state);
 }
 

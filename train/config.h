@@ -26,6 +26,7 @@
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "runtime/dtype.h"
+#include "runtime/file_system.h"
 #include "sharding/sharded_model.h"
 #include "train/memory_model.h"
 
@@ -142,6 +143,10 @@ struct TrainConfig {
   // 8 GiB of host memory; a larger file streams through it.
   bool checkpoint_async = true;
   size_t checkpoint_buffer = size_t{1} << 30;
+  // The file layer checkpoints are saved and loaded through (runtime/file_system.h): the POSIX
+  // one; a test passes a fault wrapper (runtime/fault_file_system.h). Not owned; it must outlive
+  // the run.
+  const FileSystem* file_system = &posix_file_system();
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
