@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "train/engine.h"
+#include "train/restarts.h"
 
 namespace zs::train {
 namespace {
@@ -142,6 +143,22 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "auto: continue from the newest checkpoint in --checkpoint-dir that verifies "
                  "(fresh if none); or a step directory to continue from (any ranks and stage: it "
                  "is resharded; the global batch must stay the same)")
+      ->group(kCheckpoints);
+  // Restarts after a failure (train/restarts.h).
+  std::vector<std::string> injected_faults;
+  app.add_option("--max-restarts", c.max_restarts,
+                 "rank threads: when a rank fails (a lost or failing peer, a collective timeout, "
+                 "an I/O error), rerun from the newest checkpoint in --checkpoint-dir (needed), "
+                 "up to K times; bad input (InvalidArgument), a corrupt checkpoint, OutOfMemory "
+                 "and NumericalError are not retried (they fail again). Under mpirun/srun use "
+                 "scripts/zs-launch --max-restarts K instead")
+      ->group(kCheckpoints);
+  app.add_option("--inject-fault", injected_faults,
+                 "testing: RANK:STEP[:KIND] makes rank RANK fail before step STEP of the first "
+                 "attempt (KIND: comm (default), io, numerical, invalid)")
+      ->each([&c](const std::string& fault) {
+        c.injected_faults.push_back(parse_injected_fault(fault));
+      })
       ->group(kCheckpoints);
 
   const std::string kData = "Data";
