@@ -152,10 +152,12 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "up to K times; bad input (InvalidArgument), a corrupt checkpoint, OutOfMemory "
                  "and NumericalError are not retried (they fail again). Under mpirun/srun use "
                  "scripts/zs-launch --max-restarts K instead")
+      ->type_name("K")
       ->group(kCheckpoints);
   app.add_option("--inject-fault", injected_faults,
                  "testing: RANK:STEP[:KIND] makes rank RANK fail before step STEP of the first "
                  "attempt (KIND: comm (default), io, numerical, invalid)")
+      ->type_name("RANK:STEP[:KIND]")
       ->each([&c](const std::string& fault) {
         c.injected_faults.push_back(parse_injected_fault(fault));
       })

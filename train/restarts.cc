@@ -21,28 +21,25 @@ std::string resume_for_restart(const TrainConfig& config) {
   return checkpoint::step_dirs(config.checkpoint_dir).empty() ? config.resume : "auto";
 }
 
+// Drops the records of `records` at or after `from` (> `from` when `inclusive` is false).
+template <typename Record>
+void drop_from(std::vector<Record>& records, int64_t from, bool inclusive) {
+  records.erase(
+      std::remove_if(records.begin(), records.end(),
+                     [&](const Record& r) { return inclusive ? r.step >= from : r.step > from; }),
+      records.end());
+}
+
 // Appends `next` (an attempt's records) to `merged` (the earlier attempts'): the records of
 // steps and evaluations that `next` ran again are dropped from the earlier ones, so every step
 // appears once. The other figures (memory, traffic, sample) are the newest attempt's.
 void merge_attempt(TrainResult& merged, TrainResult next) {
   if (!next.steps.empty()) {
-    const int64_t first = next.steps.front().step;
-    auto& steps = merged.steps;
-    steps.erase(std::remove_if(steps.begin(), steps.end(),
-                               [&](const StepRecord& r) { return r.step >= first; }),
-                steps.end());
-    auto& evals = merged.evals;
-    evals.erase(std::remove_if(evals.begin(), evals.end(),
-                               [&](const EvalRecord& r) { return r.step > first; }),
-                evals.end());
+    // An attempt resuming at step k re-runs steps k.. and the evaluations after k steps.
+    drop_from(merged.steps, next.steps.front().step, true);
+    drop_from(merged.evals, next.steps.front().step, false);
   }
-  if (!next.evals.empty()) {
-    const int64_t first_eval = next.evals.front().step;
-    auto& evals = merged.evals;
-    evals.erase(std::remove_if(evals.begin(), evals.end(),
-                               [&](const EvalRecord& r) { return r.step >= first_eval; }),
-                evals.end());
-  }
+  if (!next.evals.empty()) drop_from(merged.evals, next.evals.front().step, true);
   merged.steps.insert(merged.steps.end(), next.steps.begin(), next.steps.end());
   merged.evals.insert(merged.evals.end(), next.evals.begin(), next.evals.end());
   next.steps = std::move(merged.steps);

@@ -94,37 +94,42 @@ class Restarts : public ::testing::Test {
         << "the final parameters differ";
   }
 
+  // Runs `restarted` (run("restarted") with faults) and the same run uninterrupted: the
+  // restarted one restarts once, logs each of `logged`, and equals the uninterrupted one bit for
+  // bit. Returns the process's threads after the uninterrupted run.
+  size_t expect_restarted_once_like_uninterrupted(const TrainConfig& restarted_config,
+                                                  const std::vector<std::string>& logged) {
+    const TrainConfig full_config = run("full");
+    const TrainResult full = run_training(full_config);
+    EXPECT_EQ(full.steps.size(), 6u);
+    EXPECT_EQ(full.restarts, 0);
+    const size_t threads = process_threads();
+    LogCapture log;
+    const TrainResult restarted = run_training(restarted_config);
+    EXPECT_EQ(restarted.restarts, 1);
+    expect_same_run(full_config, full, restarted_config, restarted);
+    for (const std::string& line : logged) EXPECT_CONTAINS(log.text(), line);
+    return threads;
+  }
+
   ScratchDir dir;
   const std::string corpus = dir.path("corpus.txt");
 };
 
 TEST_F(Restarts, AFailedRankRestartsFromTheNewestCheckpointAndFinishesBitForBit) {
-  const TrainConfig full_config = run("full");
-  const TrainResult full = run_training(full_config);
-  ASSERT_EQ(full.steps.size(), 6u);
-  EXPECT_EQ(full.restarts, 0);
-  const size_t threads_before = process_threads();
-
   TrainConfig c = run("restarted");
   c.max_restarts = 3;
   c.injected_faults = {fault(1, 5, 0)};
-  LogCapture log;
-  const TrainResult restarted = run_training(c);
-  EXPECT_EQ(restarted.restarts, 1);
-  expect_same_run(full_config, full, c, restarted);
-  EXPECT_CONTAINS(log.text(), "restart 1 of 3 after: CommError: [rank 1]");
-  EXPECT_CONTAINS(log.text(), "rank 1 fails before step 5 of attempt 0");
-  EXPECT_CONTAINS(log.text(), "resuming from the newest checkpoint in " + c.checkpoint_dir);
-  EXPECT_CONTAINS(log.text(), "step-000004 after 4 steps");
-  // The failed attempt's rank threads have joined (its world is gone); the runs' own threads
-  // are the same in number as after the uninterrupted run.
-  EXPECT_EQ(process_threads(), threads_before);
+  const size_t threads = expect_restarted_once_like_uninterrupted(
+      c,
+      {"restart 1 of 3 after: CommError: [rank 1]", "rank 1 fails before step 5 of attempt 0",
+       "resuming from the newest checkpoint in " + c.checkpoint_dir, "step-000004 after 4 steps"});
+  // The failed attempt's rank threads have joined (its world is gone): as many threads are left
+  // as after the uninterrupted run.
+  EXPECT_EQ(process_threads(), threads);
 }
 
 TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
-  const TrainConfig full_config = run("full");
-  const TrainResult full = run_training(full_config);
-
   TrainConfig c = run("restarted");
   c.max_restarts = 1;
   InjectedFault f;
@@ -134,13 +139,8 @@ TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
   // all-reduces), after the checkpoint of step 2.
   f.comm.fail_call = 70;
   c.injected_faults = {f};
-  LogCapture log;
-  const TrainResult restarted = run_training(c);
-  EXPECT_EQ(restarted.restarts, 1);
-  expect_same_run(full_config, full, c, restarted);
-  EXPECT_CONTAINS(log.text(), "restart 1 of 1 after: CommError");
-  EXPECT_CONTAINS(log.text(), "fail_call");
-  EXPECT_CONTAINS(log.text(), "step-000002 after 2 steps");
+  expect_restarted_once_like_uninterrupted(
+      c, {"restart 1 of 1 after: CommError", "fail_call", "step-000002 after 2 steps"});
 }
 
 TEST_F(Restarts, SpentRestartsGiveTheLastError) {
