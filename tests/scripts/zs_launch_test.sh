@@ -60,6 +60,11 @@ expect_status $? 2 "bad input"
 [[ $(wc -l <"$work/calls") == 1 ]] || fail "bad input was retried"
 expect_contains "$work/log" "not restarting" "bad input logged"
 
+# A command that cannot be run is not retried either.
+"$launcher" --max-restarts 3 -- "$work/no-such-job" 2>"$work/log"
+expect_status $? 127 "missing command"
+expect_contains "$work/log" "the command cannot be run" "missing command logged"
+
 # 3. Restarts spent: the job's last status.
 reset 70 71 72
 "$launcher" --max-restarts 1 -- "$work/job" zs-train 2>"$work/log"

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -234,6 +235,34 @@ TEST(RestartFlags, MaxRestartsNeedsACheckpointDirAndRankThreads) {
     EXPECT_CONTAINS(
         error_message<InvalidArgument>([&] { parse_train_args(5, args, d, nullptr, nullptr); }),
         "expected RANK:STEP[:KIND]");
+  }
+}
+
+TEST_F(Restarts, ZsTrainExitsNonZeroWithTheErrorThatEndsTheRun) {
+  const std::string checkpoints = dir.path("ckpt");
+  const auto zs_train = [&](const char* fault, const char* max_restarts) {
+    // clang-format off
+    const char* argv[] = {"zs-train", "--text", corpus.c_str(), "--layers", "2", "--width", "32",
+                          "--heads", "2", "--context", "32", "--micro-batch", "2", "--ranks", "2",
+                          "--threads", "1", "--steps", "4", "--eval-batches", "1", "--no-progress",
+                          "--checkpoint-dir", checkpoints.c_str(), "--checkpoint-interval", "2",
+                          "--inject-fault", fault, "--max-restarts", max_restarts};
+    // clang-format on
+    return train_main(static_cast<int>(std::size(argv)), argv);
+  };
+  {
+    // Cured by one restart: exit 0.
+    LogCapture log;
+    EXPECT_EQ(zs_train("1:3", "1"), 0);
+    EXPECT_CONTAINS(log.text(), "restart 1 of 1 after: CommError");
+  }
+  std::filesystem::remove_all(checkpoints);
+  {
+    // Not retried: exit 1 after the first attempt.
+    LogCapture log;
+    EXPECT_EQ(zs_train("1:3:numerical", "2"), 1);
+    EXPECT_CONTAINS(log.text(), "not restarting after NumericalError");
+    EXPECT_EQ(log.text().find("restart 1 of"), std::string::npos) << log.text();
   }
 }
 
