@@ -21,6 +21,15 @@ std::string resume_for_restart(const TrainConfig& config) {
   return checkpoint::step_dirs(config.checkpoint_dir).empty() ? config.resume : "auto";
 }
 
+// Where a restart with `restart`'s --resume starts from, for the log.
+std::string describe_resume(const TrainConfig& restart) {
+  if (restart.resume == "auto") {
+    return "resuming from the newest checkpoint in " + restart.checkpoint_dir;
+  }
+  if (restart.resume.empty()) return "no checkpoint yet; from scratch";
+  return "no checkpoint yet; from " + restart.resume;
+}
+
 // Drops the records of `records` at or after `from` (> `from` when `inclusive` is false).
 template <typename Record>
 void drop_from(std::vector<Record>& records, int64_t from, bool inclusive) {
@@ -125,27 +134,18 @@ TrainResult run_with_restarts(const TrainConfig& config, const Attempt& attempt)
       merge_attempt(merged, std::move(result));
       if (config.max_restarts == 0) throw;
       if (!restart_can_cure(e)) {
-        ZS_LOG_ERROR(
-            "not restarting after {}: a restart cannot cure it (the same input fails "
-            "again)",
-            error_kind(e));
+        ZS_LOG_ERROR("not restarting after {}: a restart cannot cure it (it fails again)",
+                     error_kind(e));
         throw;
       }
       if (index >= config.max_restarts) {
-        ZS_LOG_ERROR(
-            "giving up: all {} restarts (--max-restarts) are spent; the last error "
-            "follows",
-            config.max_restarts);
+        ZS_LOG_ERROR("giving up: all {} restarts (--max-restarts) are spent", config.max_restarts);
         throw;
       }
       current.resume = resume_for_restart(config);
       ZS_LOG_WARN("restart {} of {} after: {}: {}", index + 1, config.max_restarts, error_kind(e),
                   e.what());
-      ZS_LOG_WARN("restart {}: {}", index + 1,
-                  current.resume == "auto"
-                      ? "resuming from the newest checkpoint in " + config.checkpoint_dir
-                  : current.resume.empty() ? std::string("no checkpoint yet; from scratch")
-                                           : "no checkpoint yet; from " + current.resume);
+      ZS_LOG_WARN("restart {}: {}", index + 1, describe_resume(current));
       merged.restarts = index + 1;
     }
   }
