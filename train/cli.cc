@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "train/engine.h"
+#include "train/restarts.h"
 
 namespace zs::train {
 namespace {
@@ -156,6 +157,24 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          "host memory per rank for a save's snapshot, e.g. 512MiB (default 1GiB); a larger rank "
          "file streams through it and training waits until all but the last buffer's worth is "
          "written")
+      ->group(kCheckpoints);
+  // Restarts after a failure (train/restarts.h).
+  std::vector<std::string> injected_faults;
+  app.add_option("--max-restarts", c.max_restarts,
+                 "rank threads: when a rank fails (a lost or failing peer, a collective timeout, "
+                 "an I/O error), rerun from the newest checkpoint in --checkpoint-dir (needed), "
+                 "up to K times; bad input (InvalidArgument), a corrupt checkpoint, OutOfMemory "
+                 "and NumericalError are not retried (they fail again). Under mpirun/srun use "
+                 "scripts/zs-launch --max-restarts K instead")
+      ->type_name("K")
+      ->group(kCheckpoints);
+  app.add_option("--inject-fault", injected_faults,
+                 "testing: RANK:STEP[:KIND] makes rank RANK fail before step STEP of the first "
+                 "attempt (KIND: comm (default), io, numerical, invalid)")
+      ->type_name("RANK:STEP[:KIND]")
+      ->each([&c](const std::string& fault) {
+        c.injected_faults.push_back(parse_injected_fault(fault));
+      })
       ->group(kCheckpoints);
 
   const std::string kData = "Data";

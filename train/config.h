@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/fault_backend.h"
 #include "data/sampler.h"
 #include "models/gpt.h"
 #include "optim/adamw.h"
@@ -34,6 +35,20 @@ namespace zs::train {
 
 // --eval-batches when not given (0 = every held-out window).
 constexpr int64_t kDefaultEvalBatches = 20;
+
+// A failure injected into one rank of one attempt of a run, for tests of restarts
+// (train/restarts.h); zs-train sets one with --inject-fault. The run fails as a rank does: the
+// group aborts and the error ends the attempt.
+struct InjectedFault {
+  enum class Kind { kCommError, kIoError, kNumericalError, kInvalidArgument };
+  int rank = 0;
+  int attempt = 0;    // 0: the first run; k: after the k-th restart
+  int64_t step = -1;  // >= 0: the rank throws `kind` before this (0-based) step
+  Kind kind = Kind::kCommError;
+  // step < 0, rank threads on the CPU only: the rank's backend is wrapped in a
+  // FaultInjectingBackend with these settings (a failed or dropped collective, counted in calls).
+  comm::FaultSettings comm;
+};
 
 struct TrainConfig {
   // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder
@@ -147,6 +162,13 @@ struct TrainConfig {
   // one; a test passes a fault wrapper (runtime/fault_file_system.h). Not owned; it must outlive
   // the run.
   const FileSystem* file_system = &posix_file_system();
+
+  // Restarts after a failure (train/restarts.h): with rank threads, a failed attempt is run
+  // again from the newest checkpoint in checkpoint_dir, up to max_restarts times, when a restart
+  // can cure its error. Under mpirun/srun scripts/zs-launch restarts the job instead.
+  // injected_faults: tests only (and zs-train's test flag --inject-fault); empty in real runs.
+  int max_restarts = 0;
+  std::vector<InjectedFault> injected_faults;
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the

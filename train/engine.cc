@@ -1,6 +1,7 @@
 // The training engine: the world, the data and one RankRun per rank, which wires the device,
 // the sharded model, the optimizer and the data, and runs the loop (train/loop.h) with the
-// Trainer's step and the parts that evaluate, log, sample, export and report.
+// Trainer's step and the parts that evaluate, log, sample, export and report; run_training
+// wraps the world in the restart loop of train/restarts.h (--max-restarts).
 #include "train/engine.h"
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include "train/loop.h"
 #include "train/memory_model.h"
 #include "train/rank_context.h"
+#include "train/restarts.h"
 #include "train/run_report.h"
 #include "train/step_log.h"
 #include "train/tasks.h"
@@ -68,7 +70,7 @@ class RankRun final : private StepRunner {
   // nccl backend's scratch is charged to it too; it outlives the run.
   RankRun(const TrainConfig& config, const models::GptConfig& model_config, const TaskData& data,
           int64_t seq, comm::Communicator& comm, MemoryTracker& tracker, int local_ranks,
-          double gemm_peak, TrainResult* result)
+          double gemm_peak, int attempt, TrainResult* result)
       : c_(config),
         data_(data),
         comm_(comm),
@@ -83,6 +85,7 @@ class RankRun final : private StepRunner {
         result_(result),
         gemm_peak_(gemm_peak),
         seq_(seq),
+        attempt_(attempt),
         plan_(translate(config, comm.rank(), comm.size())) {
     try {
       set_up(model_config, local_ranks);
@@ -205,9 +208,10 @@ class RankRun final : private StepRunner {
     WeightExport weights(*rank_);
     StepLog log(*rank_, gemm_peak_, flops_per_token);
     RunReport report(*rank_);
+    InjectedFaults faults(c_, comm_.rank(), attempt_);
     // The order at each point: evaluation, sample and export before the end-of-run tables.
-    TrainLoop loop(steps_, c_.eval_interval, {&evaluator, &generation, &weights, &log, &report},
-                   *checkpointer_);
+    TrainLoop loop(steps_, c_.eval_interval,
+                   {&faults, &evaluator, &generation, &weights, &log, &report}, *checkpointer_);
     loop.run(*this);
   }
 
@@ -243,6 +247,7 @@ class RankRun final : private StepRunner {
   TrainResult* result_;
   const double gemm_peak_;  // FLOP/s of one rank's GEMM (0: none, on a GPU)
   const int64_t seq_;
+  const int attempt_;  // 0: the first; k: after the k-th restart (--max-restarts)
   const TrainPlan plan_;
   int64_t steps_ = 0;
   std::unique_ptr<sharding::ShardedModel> sharded_;
@@ -259,7 +264,7 @@ class RankRun final : private StepRunner {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               double gemm_peak, TrainResult& result);
+               double gemm_peak, int attempt, TrainResult& result);
 bool rank_threads(const TrainConfig& config, const std::string& backend,
                   const comm::LaunchInfo& launch);
 
@@ -317,6 +322,9 @@ TrainResult run_training(const TrainConfig& config) {
            "); start one process per rank (mpirun -np ", config.ranks,
            " zs-train ..., or srun), or drop --ranks");
   validate(config, world);
+  check_restart_settings(config, rank_threads(config, backend, launch), launch);
+  ZS_CHECK(!has_comm_faults(config, -1) || backend == "local",
+           "injected communicator faults wrap the local backend's ranks; this run uses ", backend);
   checkpoint::WeightFormat format;
   ZS_CHECK(config.save_weights.empty() ||
                checkpoint::weight_format_from_extension(config.save_weights, &format),
@@ -365,13 +373,16 @@ TrainResult run_training(const TrainConfig& config) {
     ops::cpu::set_intra_op_threads(threads_before);
   }
 
-  TrainResult result;
   try {
-    run_world(config, gpt, *data, seq, backend, launch, gemm_peak, result);
+    // Each attempt builds the world anew and tears it down (threads joined, trackers and
+    // communicators destroyed) before the next one starts.
+    return run_with_restarts(
+        config, [&](const TrainConfig& attempt_config, int attempt, TrainResult& out) {
+          run_world(attempt_config, gpt, *data, seq, backend, launch, gemm_peak, attempt, out);
+        });
   } catch (const OutOfMemory& e) {
     ZS_THROW(OutOfMemory, e.what(), "\n", memory_advice(config, units, world));
   }
-  return result;
 }
 
 namespace {
@@ -390,7 +401,7 @@ std::string rank_tracker_name(int rank, Device device) {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               double gemm_peak, TrainResult& result) {
+               double gemm_peak, int attempt, TrainResult& result) {
   if (rank_threads(config, backend, launch)) {
     // One process, config.ranks rank threads: on the CPU (local backend), or rank r on GPU r
     // over an nccl group formed across the threads.
@@ -404,15 +415,30 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
     }
     const auto rank_main = [&](comm::Communicator& comm) {
       TrainResult mine;
+      // Rank 0's records reach `result` also when the attempt fails: a restart keeps the steps
+      // it does not run again.
+      struct KeepRecords {
+        TrainResult& mine;
+        TrainResult& result;
+        bool lead;
+        ~KeepRecords() {
+          if (lead) result = std::move(mine);
+        }
+      } keep{mine, result, comm.rank() == 0};
       RankRun(config, gpt, data, seq, comm, *trackers[static_cast<size_t>(comm.rank())],
-              config.ranks, gemm_peak, &mine)
+              config.ranks, gemm_peak, attempt, &mine)
           .run();
-      if (comm.rank() == 0) result = std::move(mine);
     };
     if (gpus) {
       comm::run_gpu_ranks(config.ranks, rank_main, scratch_trackers);
     } else {
-      comm::run_local_ranks(config.ranks, rank_main);
+      comm::LocalRunOptions options;
+      if (has_comm_faults(config, attempt)) {
+        options.wrap_backend = [&](std::unique_ptr<comm::Backend> backend, int rank) {
+          return local_fault_wrapper(config, attempt, std::move(backend), rank);
+        };
+      }
+      comm::run_local_ranks(config.ranks, rank_main, options);
     }
   } else {
     // Named before the world exists: the launcher's rank, and the GPU the nccl world will take.
@@ -423,7 +449,8 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
     std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(
         backend, launch, comm::default_timeout(), device.is_cuda() ? &tracker : nullptr);
     RankScope scope(comm->rank());
-    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, gemm_peak, &result).run();
+    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, gemm_peak, attempt, &result)
+        .run();
   }
 }
 

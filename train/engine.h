@@ -12,10 +12,11 @@
 // NumericalError naming the step.
 //
 // Rank 0 logs every log_interval steps (step, loss, lr, tokens/s over the interval, step ms,
-// ETA, model FLOP utilization on the CPU, grad norm, loss scale, peak memory). Evaluation is distributed: every rank scores its share of the held-out
-// windows and the sums are all-reduced, so every rank knows the loss. At the end rank 0 prints
-// the per-rank memory table (min/max over ranks), the last step's traffic next to the stage's
-// formula, and with profile_memory writes each rank's JSON timeline and an SVG chart of one step.
+// ETA, model FLOP utilization on the CPU, grad norm, loss scale, peak memory). Evaluation is
+// distributed: every rank scores its share of the held-out windows and the sums are all-reduced, so
+// every rank knows the loss. At the end rank 0 prints the per-rank memory table (min/max over
+// ranks), the last step's traffic next to the stage's formula, and with profile_memory writes each
+// rank's JSON timeline and an SVG chart of one step.
 #pragma once
 
 #include "train/config.h"
@@ -27,6 +28,9 @@ namespace zs::train {
 // process's rank's result (the printed reports come from rank 0). Throws InvalidArgument for a
 // bad configuration or data, OutOfMemory when the budget is too small (with the estimate of
 // what would fit), NumericalError on a non-finite loss, CommError/CommTimeout on a lost rank.
+// With config.max_restarts > 0 (rank threads only) a failed attempt whose error a restart can
+// cure is run again from the newest checkpoint (train/restarts.h); the error that ends the run
+// is the last attempt's.
 TrainResult run_training(const TrainConfig& config);
 
 }  // namespace zs::train

@@ -47,6 +47,9 @@ struct TrainResult {
   // Last step, this rank: bytes sent by the collectives vs the stage's formula.
   uint64_t bytes_sent = 0;
   uint64_t formula_bytes_sent = 0;
+  // Restarts after failures (--max-restarts) before the run finished; `steps` and `evals` hold
+  // each step once, across the attempts.
+  int restarts = 0;
 };
 
 }  // namespace zs::train

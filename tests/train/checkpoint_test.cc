@@ -11,7 +11,6 @@
 // background write (a file size limit makes it fail) stops the run naming the file, publishes
 // nothing more and leaves the previous checkpoint loadable.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/resource.h>
 
 #include <csignal>
@@ -33,6 +32,7 @@
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "tests/support/corpus.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
 #include "train/cli.h"
@@ -45,6 +45,7 @@ namespace {
 namespace fs = std::filesystem;
 using zs::testing::error_message;
 using zs::testing::learnable_corpus;
+using zs::testing::LogCapture;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
 
@@ -288,23 +289,6 @@ TEST_F(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
   const std::string missing_dir = error_message<IoError>([&] { run_training(resumed); });
   EXPECT_NE(missing_dir.find("step-000004' does not exist"), std::string::npos) << missing_dir;
 }
-
-// Captures zeroshard's log lines while it lives.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    logger().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = logger().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
 
 TEST_F(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
   const SavedRun full = run_saving(dir, corpus, 2, DType::kF32);
