@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,47 +120,75 @@ TEST(Rendezvous, ExchangeOnARankOfOneNeedsNoSocket) {
   EXPECT_EQ(exchange_rendezvous_blob(spec_for(1, 0, 1, std::chrono::seconds(1)), blob), blob);
 }
 
-TEST(Rendezvous, WrongWorldSizeIsRefusedOnBothSides) {
+// Rank 0 serving a world of `world_size` within `timeout` on one thread, and each of `peers`
+// (given rank 0's port) on a thread of its own; the message of the CommError (or CommTimeout)
+// rank 0 throws, "" if it served. `*port` (if given) receives rank 0's port.
+std::string serve_against(int world_size, std::chrono::milliseconds timeout,
+                          const std::vector<std::function<void(int port)>>& peers,
+                          int* port = nullptr) {
   RendezvousServer server(0);
-  std::string server_error;
-  std::string client_error;
-  run_threads(2, [&](int rank) {
-    if (rank == 0) {
-      server_error = error_message<CommError>(
-          [&] { server.serve(unique_id_like(), 2, std::chrono::seconds(20)); });
+  if (port) *port = server.port();
+  std::string error;
+  run_threads(1 + static_cast<int>(peers.size()), [&](int thread) {
+    if (thread == 0) {
+      error =
+          error_message<CommError>([&] { server.serve(unique_id_like(), world_size, timeout); });
     } else {
-      client_error = error_message<CommError>(
-          [&] { fetch_rendezvous_blob(spec_for(server.port(), 1, 3, std::chrono::seconds(20))); });
+      peers[static_cast<size_t>(thread - 1)](server.port());
     }
   });
+  return error;
+}
+
+// A peer that fetches as `rank` of `world_size` after `delay`, keeping what it throws.
+std::function<void(int)> fetching_peer(int rank, int world_size, std::string* error,
+                                       std::chrono::milliseconds delay = {}) {
+  return [=](int port) {
+    std::this_thread::sleep_for(delay);
+    *error = error_message<CommError>(
+        [&] { fetch_rendezvous_blob(spec_for(port, rank, world_size, std::chrono::seconds(20))); });
+  };
+}
+
+// A peer that connects and sends `bytes` as they are, then waits for rank 0 to close.
+std::function<void(int)> raw_peer(std::vector<char> bytes) {
+  return [bytes](int port) {
+    const SocketFd fd = connect_raw(port);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    char reply[256];
+    (void)::recv(fd.get(), reply, sizeof(reply), 0);  // a refusal or nothing, then the close
+  };
+}
+
+TEST(Rendezvous, WrongWorldSizeIsRefusedOnBothSides) {
+  std::string client_error;
+  int port = 0;
+  const std::string server_error =
+      serve_against(2, std::chrono::seconds(20), {fetching_peer(1, 3, &client_error)}, &port);
   EXPECT_TRUE(contains(server_error, "rank 1 (127.0.0.1:")) << server_error;
   EXPECT_TRUE(contains(server_error, "with world size 3, but rank 0 has world size 2"))
       << server_error;
   EXPECT_TRUE(contains(server_error, "same WORLD_SIZE")) << server_error;
   EXPECT_TRUE(contains(client_error, "rank 1: rank 0's rendezvous at 127.0.0.1:" +
-                                         std::to_string(server.port()) + " refused: "))
+                                         std::to_string(port) + " refused: "))
       << client_error;
   EXPECT_TRUE(contains(client_error, "with world size 3, but rank 0 has world size 2"))
       << client_error;
 }
 
 TEST(Rendezvous, DuplicateRankIsRefused) {
-  RendezvousServer server(0);
-  std::string server_error;
+  // Both claim rank 1; the second one only once the first has surely joined.
   std::vector<std::string> client_errors(2);
-  run_threads(3, [&](int thread) {
-    if (thread == 0) {
-      server_error = error_message<CommError>(
-          [&] { server.serve(unique_id_like(), 3, std::chrono::seconds(20)); });
-    } else {
-      // Both claim rank 1; the second one only once the first has surely joined.
-      if (thread == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      client_errors[static_cast<size_t>(thread - 1)] = error_message<CommError>(
-          [&] { fetch_rendezvous_blob(spec_for(server.port(), 1, 3, std::chrono::seconds(20))); });
-    }
-  });
+  int port = 0;
+  const std::string server_error =
+      serve_against(3, std::chrono::seconds(20),
+                    {fetching_peer(1, 3, &client_errors[0]),
+                     fetching_peer(1, 3, &client_errors[1], std::chrono::milliseconds(300))},
+                    &port);
   EXPECT_TRUE(contains(server_error, "rank 1 joined the rendezvous on port " +
-                                         std::to_string(server.port()) + " twice: from 127.0.0.1:"))
+                                         std::to_string(port) + " twice: from 127.0.0.1:"))
       << server_error;
   EXPECT_TRUE(contains(server_error, "two processes have RANK=1")) << server_error;
   for (const std::string& error : client_errors) {
@@ -168,46 +197,21 @@ TEST(Rendezvous, DuplicateRankIsRefused) {
 }
 
 TEST(Rendezvous, RankOutOfRangeIsRefused) {
-  RendezvousServer server(0);
-  std::string server_error;
-  run_threads(2, [&](int rank) {
-    if (rank == 0) {
-      server_error = error_message<CommError>(
-          [&] { server.serve(unique_id_like(), 2, std::chrono::seconds(20)); });
-    } else {
-      // A second process with RANK=0 that dials rank 0: fetch_rendezvous_blob refuses rank 0
-      // itself, so the hello (magic, version 1, kind hello, world 2, rank 0, length 0) is raw.
-      const SocketFd fd = connect_raw(server.port());
-      ASSERT_TRUE(fd.valid());
-      const uint32_t hello[6] = {htonl(0x5A535256), htonl(1), htonl(1), htonl(2), htonl(0), 0};
-      ASSERT_EQ(::send(fd.get(), hello, sizeof(hello), MSG_NOSIGNAL),
-                static_cast<ssize_t>(sizeof(hello)));
-      char reply[256];
-      (void)::recv(fd.get(), reply, sizeof(reply), 0);  // the refusal, then the close
-    }
-  });
-  EXPECT_TRUE(contains(server_error,
-                       "as rank 0, which is not in [1, 1] (two processes have "
-                       "RANK=0)"))
+  // A second process with RANK=0 that dials rank 0: fetch_rendezvous_blob refuses rank 0 itself,
+  // so the hello (magic, version 1, kind hello, world 2, rank 0, length 0) is written by hand.
+  const uint32_t hello[6] = {htonl(0x5A535256), htonl(1), htonl(1), htonl(2), htonl(0), 0};
+  const auto* bytes = reinterpret_cast<const char*>(hello);
+  const std::string server_error = serve_against(
+      2, std::chrono::seconds(20), {raw_peer(std::vector<char>(bytes, bytes + sizeof(hello)))});
+  EXPECT_TRUE(
+      contains(server_error, "as rank 0, which is not in [1, 1] (two processes have RANK=0)"))
       << server_error;
 }
 
 TEST(Rendezvous, StrayConnectionIsAnErrorNamingThePeer) {
-  RendezvousServer server(0);
-  std::string server_error;
-  run_threads(2, [&](int rank) {
-    if (rank == 0) {
-      server_error = error_message<CommError>(
-          [&] { server.serve(unique_id_like(), 2, std::chrono::seconds(20)); });
-    } else {
-      const SocketFd fd = connect_raw(server.port());
-      ASSERT_TRUE(fd.valid());
-      const char request[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
-      ASSERT_GT(::send(fd.get(), request, sizeof(request) - 1, MSG_NOSIGNAL), 0);
-      char reply[64];
-      (void)::recv(fd.get(), reply, sizeof(reply), 0);  // rank 0 closes without a reply
-    }
-  });
+  const std::string request = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
+  const std::string server_error = serve_against(
+      2, std::chrono::seconds(20), {raw_peer(std::vector<char>(request.begin(), request.end()))});
   EXPECT_TRUE(contains(server_error, "got a connection from 127.0.0.1:")) << server_error;
   EXPECT_TRUE(contains(server_error, "does not speak zeroshard's rendezvous protocol"))
       << server_error;
@@ -230,19 +234,11 @@ TEST(Rendezvous, ARankWaitsForRankZeroOnlyUntilTheTimeout) {
 }
 
 TEST(Rendezvous, RankZeroNamesTheRanksThatNeverJoined) {
-  RendezvousServer server(0);
-  std::string server_error;
   std::string client_error;
-  run_threads(2, [&](int thread) {
-    if (thread == 0) {
-      server_error = error_message<CommTimeout>(
-          [&] { server.serve(unique_id_like(), 4, std::chrono::milliseconds(800)); });
-    } else {
-      client_error = error_message<CommError>(
-          [&] { fetch_rendezvous_blob(spec_for(server.port(), 2, 4, std::chrono::seconds(20))); });
-    }
-  });
+  const std::string server_error =
+      serve_against(4, std::chrono::milliseconds(800), {fetching_peer(2, 4, &client_error)});
   EXPECT_TRUE(contains(server_error, "rank(s) 1, 3 never came")) << server_error;
+  EXPECT_TRUE(contains(server_error, "waited 800 ms")) << server_error;
   // The rank that did join learns why it gets no blob.
   EXPECT_TRUE(contains(client_error, "refused: rank 0 waited 800 ms")) << client_error;
 }
