@@ -170,8 +170,9 @@ void read_zero(const json& value, TrainConfig& config, std::vector<std::string>*
 
 // DeepSpeed's "checkpoint" section. DeepSpeed saves where and when the script calls
 // save_checkpoint, so no key here names a directory or an interval (--checkpoint-dir and
-// --checkpoint-interval do); the keys tune how it writes and loads, which zeroshard does one way.
-void read_checkpoint(const json& value, std::vector<std::string>* unknown,
+// --checkpoint-interval do); the keys tune how it writes and loads, which zeroshard mostly does
+// one way (writer.decoupled is --checkpoint-async).
+void read_checkpoint(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
                      std::vector<std::string>* notes) {
   KeyReader r(value, "checkpoint", unknown);
   r.note("tag_validation",
@@ -206,12 +207,19 @@ void read_checkpoint(const json& value, std::vector<std::string>* unknown,
          notes);
   r.take("writer", [&](const json& v) {
     KeyReader w(v, r.child("writer"), unknown);
+    // DeepSpeed's decoupled writer persists in the background while training goes on: zeroshard's
+    // asynchronous save (--checkpoint-async).
+    w.take("decoupled",
+           [&](const json& d) { config.checkpoint_async = w.boolean(d, "decoupled"); });
+    w.note("io_buffer_size",
+           "DeepSpeed's I/O staging buffer has no counterpart; the host memory an asynchronous "
+           "save holds is --checkpoint-buffer (a rank file larger than it streams through it)",
+           notes);
     const std::string one_writer =
         "zeroshard has one checkpoint writer: every rank writes and fsyncs its own shard file in "
-        "a temporary step directory that rank 0 renames into place; it has no writer types, "
-        "buffer settings or decoupling switch";
-    for (const char* k : {"type", "decoupled", "io_buffer_size", "io_buffer_double",
-                          "show_statistics", "data_parallel"}) {
+        "a temporary step directory that rank 0 renames into place; it has no writer types or "
+        "I/O buffer settings";
+    for (const char* k : {"type", "io_buffer_double", "show_statistics", "data_parallel"}) {
       w.note(k, one_writer, notes);
     }
   });
@@ -451,7 +459,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
     r.note("zero_allow_untested_optimizer", "has no effect in zeroshard", notes);
     r.note("memory_breakdown", "zs-train always prints the memory table", notes);
     r.note("dump_state", "has no effect in zeroshard", notes);
-    r.take("checkpoint", [&](const json& v) { read_checkpoint(v, &unknown, notes); });
+    r.take("checkpoint", [&](const json& v) { read_checkpoint(v, config, &unknown, notes); });
     r.take("nebula", [&](const json& v) { read_nebula(v, config, &unknown, notes); });
     r.take("activation_checkpointing", [&](const json& v) {
       if (notes) {

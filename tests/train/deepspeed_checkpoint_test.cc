@@ -1,6 +1,7 @@
 // DeepSpeed's checkpoint keys in a ds_config.json (train/config.cc, apply_deepspeed_json): the
 // "nebula" section's storage path, retention and load switch become --checkpoint-dir,
-// --keep-checkpoints and --resume (flags still win); the "checkpoint" section and the
+// --keep-checkpoints and --resume (flags still win), checkpoint.writer.decoupled becomes
+// --checkpoint-async; the rest of the "checkpoint" section and the
 // zero_optimization keys about saving are accepted with a note saying what zeroshard does
 // instead; node-local storage, which zeroshard's shared checkpoint directory cannot use, and
 // malformed values are errors naming the key.
@@ -61,14 +62,27 @@ TEST(DeepSpeedCheckpointKeys, CheckpointSectionIsAcceptedWithWhatZeroshardDoesIn
   EXPECT_TRUE(contains(note_for(notes, "checkpoint.parallel_write.pipeline_stage"),
                        "writes its own shard file in parallel"));
   EXPECT_TRUE(contains(note_for(notes, "checkpoint.checkpoint_serialization"), "JSON index"));
-  EXPECT_TRUE(contains(note_for(notes, "checkpoint.writer.decoupled"), "one checkpoint writer"));
   EXPECT_TRUE(contains(note_for(notes, "checkpoint.writer.type"), "one checkpoint writer"));
-  EXPECT_EQ(notes.size(), 9u);  // every key but use_node_local_storage = false (the default)
+  EXPECT_TRUE(contains(note_for(notes, "checkpoint.writer.io_buffer_size"), "--checkpoint-buffer"));
+  // Every key but use_node_local_storage = false (the default) and writer.decoupled (mapped).
+  EXPECT_EQ(notes.size(), 8u);
+  EXPECT_TRUE(c.checkpoint_async);
   // Nothing about where or how often to save changes: DeepSpeed has no key for that.
   EXPECT_EQ(c.checkpoint_dir, before.checkpoint_dir);
   EXPECT_EQ(c.checkpoint_interval, before.checkpoint_interval);
   EXPECT_EQ(c.keep_checkpoints, before.keep_checkpoints);
   EXPECT_EQ(c.resume, before.resume);
+}
+
+TEST(DeepSpeedCheckpointKeys, ADecoupledWriterIsAnAsynchronousSave) {
+  TrainConfig c;
+  notes_of(R"({"checkpoint": {"writer": {"decoupled": false}}})", &c);
+  EXPECT_FALSE(c.checkpoint_async);
+  notes_of(R"({"checkpoint": {"writer": {"decoupled": true}}})", &c);
+  EXPECT_TRUE(c.checkpoint_async);
+  const std::string error = error_message<InvalidArgument>(
+      [&] { notes_of(R"({"checkpoint": {"writer": {"decoupled": "yes"}}})"); });
+  EXPECT_TRUE(contains(error, "checkpoint.writer.decoupled")) << error;
 }
 
 TEST(DeepSpeedCheckpointKeys, ZeroKeysAboutSavingSayWhereTheirFeatureIs) {
