@@ -4,10 +4,14 @@
 // (comm/gpu_backend.h): this file asks the registry, never the build, whether it is there.
 #include "comm/factory.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "comm/gpu_backend.h"
 #include "comm/local/local_backend.h"
+#include "comm/tcp_rendezvous.h"
 #include "runtime/device_kernels.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -85,6 +89,38 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
   return std::make_unique<Communicator>(std::move(world.backend));
 }
 
+// torchrun's world: no CPU backend exists to bootstrap over, so rank 0's unique id goes over the
+// TCP rendezvous at MASTER_ADDR (launch.h) and every rank forms its member of the group from it.
+std::unique_ptr<Communicator> make_nccl_world_over_tcp(const GpuCommBackend& nccl,
+                                                       const LaunchInfo& launch, int device,
+                                                       std::chrono::milliseconds timeout,
+                                                       MemoryTracker* device_tracker) {
+  RankScope rank_scope(launch.rank);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  RendezvousSpec spec;
+  spec.host = launch.rendezvous_host;
+  spec.port = launch.rendezvous_port;
+  spec.rank = launch.rank;
+  spec.world_size = launch.world_size;
+  spec.timeout = timeout;
+  try {
+    const std::vector<uint8_t> unique_id = exchange_rendezvous_blob(
+        spec, launch.rank == 0 ? nccl.make_unique_id() : std::vector<uint8_t>());
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    std::unique_ptr<Backend> backend = nccl.create_from_id(
+        unique_id, launch.rank, launch.world_size, device, left, device_tracker);
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
+  } catch (const Error& e) {
+    ZS_LOG_ERROR(
+        "cannot form the NCCL world of {} over the TCP rendezvous at {}:{} (port from {}): {}",
+        launch.describe(), launch.rendezvous_host, launch.rendezvous_port,
+        launch.rendezvous_port_from, e.what());
+    throw;
+  }
+}
+
 std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
                                               std::chrono::milliseconds timeout,
                                               MemoryTracker* device_tracker) {
@@ -111,6 +147,9 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
   // The process's device from here on (not restored): every later DeviceGuard returns to it
   // rather than to device 0, which would create a context on GPU 0 in every rank's process.
   nccl->make_current(device);
+  if (launch.launcher == "torchrun" && launch.world_size > 1) {
+    return make_nccl_world_over_tcp(*nccl, launch, device, timeout, device_tracker);
+  }
   MpiWorld mpi;  // holds MPI up until a failure below is logged (see MpiWorld)
   std::unique_ptr<Backend> bootstrap;
   if (launch.by_mpi_launcher()) {
@@ -132,6 +171,19 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
                  e.what());
     throw;
   }
+}
+
+// The CPU backends have no rendezvous of their own: processes that torchrun started as several
+// ranks cannot form a CPU world (the TCP rendezvous only bootstraps NCCL).
+void check_not_cpu_under_torchrun(const LaunchInfo& launch) {
+  ZS_CHECK(launch.launcher != "torchrun" || launch.world_size == 1, "this process was started as ",
+           launch.describe(),
+           ", but CPU ranks across processes and hosts communicate over MPI, which torchrun does "
+           "not start: launch them with mpirun -np ",
+           launch.world_size, " zs-train ... (or srun -n ", launch.world_size,
+           " zs-train ... in a Slurm allocation), or run them as threads of one process with "
+           "--ranks; torchrun's environment serves GPU ranks (--device cuda), whose NCCL group "
+           "zeroshard forms over a TCP rendezvous at MASTER_ADDR");
 }
 
 }  // namespace
@@ -161,6 +213,7 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
       }
       return "mpi";
     }
+    check_not_cpu_under_torchrun(launch);
     ZS_CHECK(launch.world_size == 1, "this process was started as ", launch.describe(),
              ", but zeroshard has no rendezvous for that launcher; start the ranks with mpirun "
              "or srun (mpi backend), or run them as threads of one process (run_local_ranks)");
@@ -168,6 +221,8 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
   }
   if (backend == "mpi") {
     if (!backend_built(backend)) throw_not_built(backend);
+    // MPI_Init in processes that torchrun started gives each its own world of one.
+    check_not_cpu_under_torchrun(launch);
     return backend;
   }
   if (backend == "nccl") {
@@ -179,15 +234,19 @@ std::string resolve_backend(const std::string& backend, const LaunchInfo& launch
                "ranks (this process was started as ",
                launch.describe(),
                "), but backend 'mpi' is not built into this zeroshard: ", kMpiPackages);
-    } else {
-      ZS_CHECK(launch.world_size == 1, "backend 'nccl' was asked for in a process started as ",
-               launch.describe(),
-               ", but zeroshard has no rendezvous for that launcher; start the ranks with mpirun "
-               "or srun");
+    } else if (launch.world_size > 1) {
+      // torchrun: rank 0's TCP rendezvous carries the unique id (comm/tcp_rendezvous.h).
+      ZS_CHECK(!launch.rendezvous_host.empty() && launch.rendezvous_port > 0,
+               "backend 'nccl' in a process started as ", launch.describe(),
+               " forms its group over a TCP rendezvous at MASTER_ADDR:MASTER_PORT, but ",
+               launch.rendezvous_host.empty() ? "MASTER_ADDR" : "MASTER_PORT",
+               " is not set; start the ranks with torchrun (which sets both), set both by hand, "
+               "or start them with mpirun or srun");
     }
     return backend;
   }
   if (backend == "local") {
+    check_not_cpu_under_torchrun(launch);
     ZS_CHECK(launch.world_size == 1,
              "backend 'local' makes a world of this process alone, but it "
              "was started as ",

@@ -8,7 +8,9 @@
 // the world once per process and keep it for the program's life). "local" here is a world of one
 // rank; N ranks as threads of one process are built by run_local_ranks
 // (comm/local/local_backend.h), not by this factory. "nccl" (CUDA builds) forms the NCCL group
-// over a CPU bootstrap — the mpi world under an MPI launcher, else a one-rank local backend — on
+// over a CPU bootstrap — the mpi world under an MPI launcher; under torchrun (no MPI) rank 0's
+// TCP rendezvous at MASTER_ADDR (comm/tcp_rendezvous.h), which carries NCCL's unique id and
+// nothing else; else a one-rank local backend — on
 // GPU local_rank % (visible CUDA devices), so one GPU per rank on each node (or one visible GPU
 // per process, as srun --gpus-per-task gives); its Communicator takes tensors on that GPU only.
 // A backend that this build does not contain ("mpi" without -DZS_MPI=ON, "nccl" without
@@ -63,7 +65,9 @@ void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
                    std::chrono::milliseconds timeout = default_timeout());
 
 // The backend "auto" resolves to for `launch` in this build (throws like the above when none
-// fits, e.g. a torchrun launch of several ranks, for which zeroshard has no rendezvous).
+// fits, e.g. a torchrun launch of several ranks: CPU ranks across processes need MPI — "auto",
+// "mpi" and "local" refuse it, saying how to launch — while "nccl" accepts it when MASTER_ADDR and
+// MASTER_PORT are set).
 std::string resolve_backend(const std::string& backend, const LaunchInfo& launch);
 
 }  // namespace zs::comm

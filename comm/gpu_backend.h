@@ -12,8 +12,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/backend.h"
 #include "runtime/memory_tracker.h"
@@ -32,6 +34,14 @@ struct GpuCommBackend {
   std::unique_ptr<Backend> (*create)(std::unique_ptr<Backend> bootstrap, int device,
                                      std::chrono::milliseconds timeout,
                                      MemoryTracker* scratch_tracker) = nullptr;
+  // Groups whose ranks have no CPU backend to bootstrap over (torchrun's launch): rank 0 makes
+  // NCCL's unique id as bytes, the caller carries it to the other ranks (comm/tcp_rendezvous.h),
+  // and each rank forms its member of the group of `size` ranks from those bytes.
+  std::vector<uint8_t> (*make_unique_id)() = nullptr;
+  std::unique_ptr<Backend> (*create_from_id)(const std::vector<uint8_t>& unique_id, int rank,
+                                             int size, int device,
+                                             std::chrono::milliseconds timeout,
+                                             MemoryTracker* scratch_tracker) = nullptr;
 };
 
 }  // namespace zs::comm

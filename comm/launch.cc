@@ -79,6 +79,62 @@ void validate(const LaunchInfo& info, const char* rank_var, const char* size_var
            info.local_size);
 }
 
+// A TCP port in [1, 65535], or InvalidArgument naming the variable.
+int parse_port(const char* name, const char* value) {
+  const int port = parse_count(name, value, "torchrun");
+  ZS_CHECK(port >= 1 && port <= 65535, "environment variable ", name, "=", port,
+           " (set by torchrun) must be a TCP port in [1, 65535]");
+  return port;
+}
+
+// The rendezvous port (launch.h): ZS_RENDEZVOUS_PORT, else MASTER_PORT (+ 1 where torchrun's
+// agent serves its own store on MASTER_PORT).
+void read_rendezvous(const Getenv& getenv, LaunchInfo& info) {
+  const char* addr = getenv("MASTER_ADDR");
+  const char* master_port = getenv("MASTER_PORT");
+  if (addr == nullptr || master_port == nullptr) return;
+  ZS_CHECK(*addr != '\0',
+           "environment variable MASTER_ADDR is empty (set by torchrun); it must "
+           "name rank 0's host");
+  info.rendezvous_host = addr;
+  const int port = parse_port("MASTER_PORT", master_port);
+  if (const char* own = getenv("ZS_RENDEZVOUS_PORT")) {
+    info.rendezvous_port = parse_port("ZS_RENDEZVOUS_PORT", own);
+    info.rendezvous_port_from = "ZS_RENDEZVOUS_PORT";
+    return;
+  }
+  const char* agent_store = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store && std::string(agent_store) == "True") {
+    ZS_CHECK(port < 65535,
+             "MASTER_PORT=65535 holds torchrun's store, and zeroshard's rendezvous "
+             "takes the port after it; set ZS_RENDEZVOUS_PORT to a free port");
+    info.rendezvous_port = port + 1;
+    info.rendezvous_port_from =
+        "MASTER_PORT + 1 (torchrun's agent store holds MASTER_PORT; ZS_RENDEZVOUS_PORT overrides)";
+    return;
+  }
+  info.rendezvous_port = port;
+  info.rendezvous_port_from = "MASTER_PORT";
+}
+
+LaunchInfo read_torchrun(const Getenv& getenv, const char* rank) {
+  LaunchInfo info;
+  info.launcher = "torchrun";
+  info.rank = parse_count("RANK", rank, "torchrun");
+  info.world_size = required_count(getenv, "WORLD_SIZE", "RANK", "torchrun");
+  const bool has_local = getenv("LOCAL_RANK") || getenv("LOCAL_WORLD_SIZE");
+  if (has_local) {
+    info.local_rank = required_count(getenv, "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun");
+    info.local_size = required_count(getenv, "LOCAL_WORLD_SIZE", "LOCAL_RANK", "torchrun");
+  } else {
+    info.local_rank = info.rank;
+    info.local_size = info.world_size;
+  }
+  validate(info, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  read_rendezvous(getenv, info);
+  return info;
+}
+
 }  // namespace
 
 bool LaunchInfo::by_mpi_launcher() const {
@@ -112,6 +168,8 @@ LaunchInfo detect_launch(const Getenv& getenv) {
     validate(info, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
     return info;
   }
+  const char* torch_rank = getenv("RANK");
+  if (torch_rank && getenv("TORCHELASTIC_RUN_ID")) return read_torchrun(getenv, torch_rank);
   const char* slurm_rank = getenv("SLURM_PROCID");
   if (slurm_rank && (getenv("SLURM_STEP_ID") || getenv("SLURM_STEPID"))) {
     info.launcher = "slurm";
@@ -131,21 +189,7 @@ LaunchInfo detect_launch(const Getenv& getenv) {
     validate(info, "SLURM_PROCID", size_var, "SLURM_LOCALID", list_var);
     return info;
   }
-  if (const char* rank = getenv("RANK")) {
-    info.launcher = "torchrun";
-    info.rank = parse_count("RANK", rank, "torchrun");
-    info.world_size = required_count(getenv, "WORLD_SIZE", "RANK", "torchrun");
-    const bool has_local = getenv("LOCAL_RANK") || getenv("LOCAL_WORLD_SIZE");
-    if (has_local) {
-      info.local_rank = required_count(getenv, "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun");
-      info.local_size = required_count(getenv, "LOCAL_WORLD_SIZE", "LOCAL_RANK", "torchrun");
-    } else {
-      info.local_rank = info.rank;
-      info.local_size = info.world_size;
-    }
-    validate(info, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
-    return info;
-  }
+  if (torch_rank) return read_torchrun(getenv, torch_rank);
   return info;
 }
 

@@ -50,9 +50,12 @@ class KeyReader {
     auto it = object_.find(key);
     if (it != object_.end() && !it->is_null()) fn(*it);
   }
-  // Accepted and explained: the key has no effect in zeroshard.
-  void note(const std::string& key, const std::string& why, std::vector<std::string>* notes) {
+  // Accepted and explained: the key has no effect in zeroshard. `check` (if given) validates the
+  // value first, so a malformed one is still an error.
+  void note(const std::string& key, const std::string& why, std::vector<std::string>* notes,
+            const std::function<void(const json&)>& check = nullptr) {
     take(key, [&](const json& value) {
+      if (check) check(value);
       if (notes) notes->push_back(child(key) + " = " + value.dump() + ": " + why);
     });
   }
@@ -144,12 +147,114 @@ void read_zero(const json& value, TrainConfig& config, std::vector<std::string>*
                         "allgather_partitions", "round_robin_gradients"}) {
     r.note(k, always, notes);
   }
-  for (const char* k :
-       {"stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-        "gather_16bit_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
-        "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload"}) {
+  for (const char* k : {"stage3_max_reuse_distance", "ignore_unused_parameters",
+                        "memory_efficient_linear", "cpu_offload"}) {
     r.note(k, "has no effect in zeroshard", notes);
   }
+  // Keys about saving and loading: zeroshard's checkpoints already do what they ask for.
+  const std::string consolidated =
+      "zeroshard never gathers the model on one rank to save it: --save-weights FILE "
+      "(.safetensors or .bin) and zs-ckpt export write the consolidated weights, streamed one "
+      "tensor at a time";
+  for (const char* k :
+       {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"}) {
+    r.note(k, consolidated, notes);
+  }
+  r.note("elastic_checkpoint",
+         "every zeroshard checkpoint is elastic: --resume reshards it to any world size and stage",
+         notes);
+  r.note("load_from_fp32_weights",
+         "--resume always restores the fp32 masters and derives the compute weights from them",
+         notes);
+}
+
+// DeepSpeed's "checkpoint" section. DeepSpeed saves where and when the script calls
+// save_checkpoint, so no key here names a directory or an interval (--checkpoint-dir and
+// --checkpoint-interval do); the keys tune how it writes and loads, which zeroshard mostly does
+// one way (writer.decoupled is --checkpoint-async).
+void read_checkpoint(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
+                     std::vector<std::string>* notes) {
+  KeyReader r(value, "checkpoint", unknown);
+  r.note("tag_validation",
+         "zeroshard names a checkpoint by its step, which every rank shares, and verifies each "
+         "rank's file by checksum on load; there is no tag to check",
+         notes, [&](const json& v) {
+           const std::string mode = lower(r.get<std::string>(v, "tag_validation"));
+           ZS_CHECK(mode == "ignore" || mode == "warn" || mode == "fail", "deepspeed config: '",
+                    r.child("tag_validation"), "' = ", v.dump(), " must be Ignore, Warn or Fail");
+         });
+  r.note("load_universal",
+         "every zeroshard checkpoint is universal — --resume reshards it to any world size and "
+         "stage on load, with no conversion step",
+         notes, [&](const json& v) { r.boolean(v, "load_universal"); });
+  r.take("use_node_local_storage", [&](const json& v) {
+    ZS_CHECK(!r.boolean(v, "use_node_local_storage"), "deepspeed config: '",
+             r.child("use_node_local_storage"),
+             "' = true: zeroshard writes one checkpoint directory that all ranks share, and "
+             "--resume reads other ranks' files when it reshards, so --checkpoint-dir must be on "
+             "storage every node sees (a shared file system); remove the key or set it to false");
+  });
+  r.take("parallel_write", [&](const json& v) {
+    KeyReader w(v, r.child("parallel_write"), unknown);
+    w.note("pipeline_stage",
+           "every rank already writes its own shard file in parallel with the others; zeroshard "
+           "has no pipeline stages",
+           notes);
+  });
+  r.note("checkpoint_serialization",
+         "zeroshard writes raw tensor bytes with a JSON index (meta.json), never serialized "
+         "objects",
+         notes);
+  r.take("writer", [&](const json& v) {
+    KeyReader w(v, r.child("writer"), unknown);
+    // DeepSpeed's decoupled writer persists in the background while training goes on: zeroshard's
+    // asynchronous save (--checkpoint-async).
+    w.take("decoupled",
+           [&](const json& d) { config.checkpoint_async = w.boolean(d, "decoupled"); });
+    w.note("io_buffer_size",
+           "DeepSpeed's I/O staging buffer has no counterpart; the host memory an asynchronous "
+           "save holds is --checkpoint-buffer (a rank file larger than it streams through it)",
+           notes);
+    const std::string one_writer =
+        "zeroshard has one checkpoint writer: every rank writes and fsyncs its own shard file in "
+        "a temporary step directory that rank 0 renames into place; it has no writer types or "
+        "I/O buffer settings";
+    for (const char* k : {"type", "io_buffer_double", "show_statistics", "data_parallel"}) {
+      w.note(k, one_writer, notes);
+    }
+  });
+}
+
+// DeepSpeed's "nebula" section (Azure's asynchronous checkpoint service). Its storage path,
+// retention and load switches are zeroshard's --checkpoint-dir, --keep-checkpoints and --resume;
+// all apply only with "enabled": true, as in DeepSpeed.
+void read_nebula(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
+                 std::vector<std::string>* notes) {
+  KeyReader r(value, "nebula", unknown);
+  bool enabled = false;
+  r.take("enabled", [&](const json& v) { enabled = r.boolean(v, "enabled"); });
+  std::string storage;
+  int64_t retention = 0;
+  bool load = false;
+  std::string load_path;
+  r.take("persistent_storage_path",
+         [&](const json& v) { storage = r.get<std::string>(v, "persistent_storage_path"); });
+  r.take("num_of_version_in_retention",
+         [&](const json& v) { retention = r.integer(v, "num_of_version_in_retention"); });
+  r.take("enable_nebula_load", [&](const json& v) { load = r.boolean(v, "enable_nebula_load"); });
+  r.take("load_path", [&](const json& v) { load_path = r.get<std::string>(v, "load_path"); });
+  r.note("persistent_time_interval",
+         "zeroshard saves by step, not by time: set --checkpoint-interval N (steps); without it "
+         "only the end of the run is saved",
+         notes);
+  if (!enabled) return;
+  if (!storage.empty()) config.checkpoint_dir = storage;
+  if (retention != 0) {
+    ZS_CHECK(retention >= 1 && retention <= 1 << 20, "deepspeed config: '",
+             r.child("num_of_version_in_retention"), "' = ", retention, " must be at least 1");
+    config.keep_checkpoints = static_cast<int>(retention);
+  }
+  if (load) config.resume = load_path.empty() ? "auto" : load_path;
 }
 
 void read_fp16(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
@@ -354,6 +459,8 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
     r.note("zero_allow_untested_optimizer", "has no effect in zeroshard", notes);
     r.note("memory_breakdown", "zs-train always prints the memory table", notes);
     r.note("dump_state", "has no effect in zeroshard", notes);
+    r.take("checkpoint", [&](const json& v) { read_checkpoint(v, config, &unknown, notes); });
+    r.take("nebula", [&](const json& v) { read_nebula(v, config, &unknown, notes); });
     r.take("activation_checkpointing", [&](const json& v) {
       if (notes) {
         notes->push_back("activation_checkpointing = " + v.dump() +
@@ -369,7 +476,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
              "; remove them or fix their spelling (zeroshard reads zero_optimization, fp16, bf16, "
              "optimizer, scheduler, gradient_clipping, train_micro_batch_size_per_gpu, "
              "gradient_accumulation_steps, train_batch_size, steps_per_print, "
-             "communication_data_type and seed)");
+             "communication_data_type, seed, checkpoint and nebula)");
   }
 }
 

@@ -388,10 +388,12 @@ TrainResult run_training(const TrainConfig& config) {
 namespace {
 
 // Whether this process runs config.ranks rank threads: the local backend, or --device cuda
-// without a launcher (nccl over a local bootstrap, one GPU per thread).
+// without a launcher (nccl over a local bootstrap, one GPU per thread). Under mpirun, srun or
+// torchrun the ranks are processes (torchrun's form their nccl group over a TCP rendezvous).
 bool rank_threads(const TrainConfig& config, const std::string& backend,
                   const comm::LaunchInfo& launch) {
-  return backend == "local" || (backend == "nccl" && !launch.by_mpi_launcher() && config.ranks > 1);
+  return backend == "local" || (backend == "nccl" && !launch.by_mpi_launcher() &&
+                                launch.world_size == 1 && config.ranks > 1);
 }
 
 // "rank 3 cuda:1": the tracker's name in memory errors and reports.

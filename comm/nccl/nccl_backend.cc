@@ -1,6 +1,7 @@
 // The nccl backend (see nccl_backend.h).
 #include "comm/nccl/nccl_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -258,13 +259,27 @@ std::unique_ptr<NcclBackend> NcclBackend::create(Backend& bootstrap, int device,
   if (bootstrap.rank() == 0) ZS_NCCL_CHECK(ncclGetUniqueId(&id));
   Call call{CollectiveKind::kBroadcast, 0, deadline, "nccl unique id"};
   bootstrap.broadcast(&id, sizeof(id) / sizeof(int32_t), DType::kI32, 0, call);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return create_from_id(id, bootstrap.rank(), bootstrap.size(), device,
+                        std::max(left, std::chrono::milliseconds(0)), options);
+}
 
+std::unique_ptr<NcclBackend> NcclBackend::create_from_id(const ncclUniqueId& id, int rank, int size,
+                                                         int device,
+                                                         std::chrono::milliseconds timeout,
+                                                         NcclBackendOptions options) {
+  ZS_CHECK(size >= 1 && rank >= 0 && rank < size, "NcclBackend::create_from_id: rank ", rank,
+           " of ", size, " is out of range");
+  const int available = zs::cuda::cuda_device_count();
+  ZS_CHECK(device >= 0 && device < available, "NcclBackend::create_from_id on rank ", rank,
+           ": device ", device, " does not exist (", available, " CUDA device(s) visible)");
+  const auto deadline = Clock::now() + timeout;
   zs::cuda::DeviceGuard guard(device);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t comm = nullptr;
-  const std::string what = detail::concat("forming the NCCL group on rank ", bootstrap.rank(),
-                                          " of ", bootstrap.size(), " (cuda:", device, ")");
-  ZS_NCCL_CHECK(ncclCommInitRankConfig(&comm, bootstrap.size(), id, bootstrap.rank(), &config));
+  const std::string what =
+      detail::concat("forming the NCCL group on rank ", rank, " of ", size, " (cuda:", device, ")");
+  ZS_NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config));
   await_formed(comm, deadline, what);
   return std::unique_ptr<NcclBackend>(new NcclBackend(comm, device, true, options));
 }

@@ -56,7 +56,8 @@
 // ncclCommInitRankConfig per GPU in one NCCL group, non-blocking; one GPU per rank; hand each
 // backend to its own thread); create() forms one rank of a group across processes, exchanging
 // NCCL's unique id over any already-formed CPU backend (the mpi backend under mpirun/srun, or the
-// local backend for ranks as threads), with a timeout. Communicators made by create_local(),
+// local backend for ranks as threads), with a timeout; create_from_id() forms it from an id that
+// the caller carried (comm/tcp_rendezvous.h under torchrun). Communicators made by create_local(),
 // create() and split() are non-blocking (ncclConfig_t::blocking = 0) so that forming them is
 // bounded by the deadline too.
 //
@@ -116,6 +117,12 @@ class NcclBackend final : public Backend {
   static std::unique_ptr<NcclBackend> create(std::unique_ptr<Backend> bootstrap, int device,
                                              std::chrono::milliseconds timeout = default_timeout(),
                                              NcclBackendOptions options = {});
+  // This process's rank of a group of `size` ranks whose rank 0 made `id` (ncclGetUniqueId) and
+  // handed it to the others by any means (the TCP rendezvous under torchrun); throws CommTimeout
+  // if the group is not formed within `timeout`.
+  static std::unique_ptr<NcclBackend> create_from_id(
+      const ncclUniqueId& id, int rank, int size, int device,
+      std::chrono::milliseconds timeout = default_timeout(), NcclBackendOptions options = {});
   ~NcclBackend() override;
 
   int rank() const override { return rank_; }

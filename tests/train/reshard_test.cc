@@ -21,8 +21,8 @@
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "tests/support/corpus.h"
+#include "tests/support/reshard_run.h"
 #include "tests/support/scratch.h"
-#include "tests/support/short_run.h"
 #include "train/config.h"
 #include "train/engine.h"
 
@@ -31,37 +31,20 @@ namespace {
 
 using zs::testing::error_message;
 using zs::testing::learnable_corpus;
+using zs::testing::placed_run;
+using zs::testing::Placement;
+using zs::testing::placement_name;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
 
-// Divisible by every world size tested, so that every run sees the same global batches.
-constexpr int64_t kGlobalMicroBatch = 12;
-
-struct Placement {
-  int ranks;
-  int stage;
-  int hybrid_group = 0;
-};
-
-std::string text(const Placement& p) {
-  return std::to_string(p.ranks) + "ranks_stage" + std::to_string(p.stage) +
-         (p.hybrid_group > 0 ? "_hybrid" + std::to_string(p.hybrid_group) : "");
-}
-
-TrainConfig run_on(const std::string& corpus, const Placement& p, const char* optimizer) {
-  TrainConfig c = zs::testing::short_gpt_run(corpus, p.ranks, p.stage, DType::kF32);
-  c.hybrid_group = p.hybrid_group;
-  c.micro_batch = kGlobalMicroBatch / p.ranks;
-  c.optimizer = optimizer;
-  return c;
-}
+constexpr int64_t kGlobalMicroBatch = zs::testing::kReshardGlobalMicroBatch;
 
 class Resharding : public ::testing::Test {
  protected:
   Resharding() { write_text(corpus, learnable_corpus()); }
   // The uninterrupted run at `p`, checkpointing every 3 steps into dir/ckpt.
   TrainResult run_saving(const Placement& p, const char* optimizer = "adamw", bool async = true) {
-    TrainConfig c = run_on(corpus, p, optimizer);
+    TrainConfig c = placed_run(corpus, p, optimizer);
     c.checkpoint_async = async;
     c.checkpoint_dir = dir.path("ckpt");
     c.checkpoint_interval = 3;
@@ -77,7 +60,7 @@ class Resharding : public ::testing::Test {
       const std::string file = step3() + "/" + checkpoint::rank_file_name(r);
       ASSERT_TRUE(std::filesystem::remove(file)) << file;
     }
-    TrainConfig resumed = run_on(corpus, to, "adamw");
+    TrainConfig resumed = placed_run(corpus, to, "adamw");
     resumed.resume = step3();
     const TrainResult second = run_training(resumed);
     ASSERT_EQ(second.steps.size(), 3u);
@@ -95,7 +78,7 @@ struct Move {
 };
 
 void PrintTo(const Move& m, std::ostream* os) {
-  *os << text(m.from) << " -> " << text(m.to) << " (" << m.optimizer
+  *os << placement_name(m.from) << " -> " << placement_name(m.to) << " (" << m.optimizer
       << (m.async ? "" : ", synchronous saves") << ")";
 }
 
@@ -105,7 +88,7 @@ TEST_P(Reshard, ContinuesLikeTheUninterruptedRun) {
   const Move m = GetParam();
   const TrainResult full = run_saving(m.from, m.optimizer, m.async);
   ASSERT_EQ(full.steps.size(), 6u);
-  TrainConfig resumed = run_on(corpus, m.to, m.optimizer);
+  TrainConfig resumed = placed_run(corpus, m.to, m.optimizer);
   resumed.checkpoint_async = m.async;
   resumed.resume = step3();
   const TrainResult second = run_training(resumed);
@@ -130,15 +113,16 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndStages, Reshard,
                                            Move{{2, 3}, {2, 1}}, Move{{4, 3, 2}, {2, 3}},
                                            Move{{2, 0}, {3, 1}, "adamw", false}),
                          [](const ::testing::TestParamInfo<Move>& info) {
-                           return "from_" + text(info.param.from) + "_to_" + text(info.param.to) +
-                                  "_" + info.param.optimizer + (info.param.async ? "" : "_sync");
+                           return "from_" + placement_name(info.param.from) + "_to_" +
+                                  placement_name(info.param.to) + "_" + info.param.optimizer +
+                                  (info.param.async ? "" : "_sync");
                          });
 
 TEST_F(Resharding, AStageZeroCheckpointNeedsEveryRanksSlice) {
   run_saving({2, 0});
   const std::string file = step3() + "/" + checkpoint::rank_file_name(1);
   ASSERT_TRUE(std::filesystem::remove(file)) << file;
-  TrainConfig resumed = run_on(corpus, {3, 3}, "adamw");
+  TrainConfig resumed = placed_run(corpus, {3, 3}, "adamw");
   resumed.resume = step3();
   const std::string error = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
   EXPECT_NE(error.find("rank-00001.bin"), std::string::npos) << error;
@@ -149,13 +133,13 @@ TEST_F(Resharding, AHybridCheckpointIsReadFromItsFirstShardGroup) {
 }
 
 TEST_F(Resharding, TheLossScalerCarriesOverInFp16) {
-  TrainConfig saving = run_on(corpus, {2, 2}, "adamw");
+  TrainConfig saving = placed_run(corpus, {2, 2}, "adamw");
   saving.precision = DType::kF16;
   saving.loss_scaler.growth_interval = 2;  // the scale changes across the resume
   saving.checkpoint_dir = dir.path("ckpt");
   saving.checkpoint_interval = 3;
   const TrainResult full = run_training(saving);
-  TrainConfig resumed = run_on(corpus, {4, 3}, "adamw");
+  TrainConfig resumed = placed_run(corpus, {4, 3}, "adamw");
   resumed.precision = DType::kF16;
   resumed.loss_scaler.growth_interval = 2;
   resumed.resume = step3();
@@ -176,7 +160,7 @@ TEST_F(Resharding, ACorruptRankFileIsAnErrorNamingIt) {
     f.seekp(100);
     f.put('\x5a');
   }
-  TrainConfig resumed = run_on(corpus, {3, 1}, "adamw");
+  TrainConfig resumed = placed_run(corpus, {3, 1}, "adamw");
   resumed.resume = step3();
   const std::string error = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
   EXPECT_NE(error.find("rank-00001.bin"), std::string::npos) << error;
@@ -185,14 +169,14 @@ TEST_F(Resharding, ACorruptRankFileIsAnErrorNamingIt) {
 
 TEST_F(Resharding, AnotherGlobalBatchOrModelIsRefusedWithTheReason) {
   run_saving({2, 3});
-  TrainConfig one_rank = run_on(corpus, {1, 3}, "adamw");
+  TrainConfig one_rank = placed_run(corpus, {1, 3}, "adamw");
   one_rank.micro_batch = kGlobalMicroBatch / 2;
   one_rank.resume = step3();
   const std::string batch = error_message<InvalidArgument>([&] { run_training(one_rank); });
   EXPECT_NE(batch.find("global micro-batch of 12"), std::string::npos) << batch;
   EXPECT_NE(batch.find("this run has 6 (1 ranks)"), std::string::npos) << batch;
 
-  TrainConfig wider = run_on(corpus, {3, 1}, "adamw");
+  TrainConfig wider = placed_run(corpus, {3, 1}, "adamw");
   wider.width = 48;
   wider.resume = step3();
   const std::string model = error_message<InvalidArgument>([&] { run_training(wider); });
