@@ -21,18 +21,6 @@
 
 namespace zs::comm {
 
-SocketFd& SocketFd::operator=(SocketFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-SocketFd::~SocketFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 namespace {
 
 constexpr uint32_t kMagic = 0x5A535256;  // "ZSRV"

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/types.h"
+#include "runtime/file_system.h"
 
 namespace zs::comm {
 
@@ -41,28 +42,8 @@ struct RendezvousSpec {
   std::chrono::milliseconds timeout = default_timeout();
 };
 
-// An owned file descriptor (a socket), closed on destruction. Move-only.
-class SocketFd {
- public:
-  SocketFd() = default;
-  explicit SocketFd(int fd) : fd_(fd) {}
-  SocketFd(SocketFd&& other) noexcept : fd_(other.release()) {}
-  SocketFd& operator=(SocketFd&& other) noexcept;
-  SocketFd(const SocketFd&) = delete;
-  SocketFd& operator=(const SocketFd&) = delete;
-  ~SocketFd();
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+// An owned socket, closed on destruction (move-only): the runtime's file descriptor.
+using SocketFd = zs::detail::FileDescriptor;
 
 // Rank 0's side. The socket listens from construction, so ranks that connect before serve() runs
 // wait in the backlog, and a port of 0 takes a free port (port() says which).
