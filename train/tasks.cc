@@ -133,6 +133,10 @@ std::unique_ptr<LmData> load_lm_data(const TrainConfig& c, const models::GptConf
              model.vocab_size, "; use --vocab-size 256 or more");
     d.train = encode_text(c.text, &d.description_text);
     d.byte_level = true;
+    // Said here, naming what the user gave: past this point the text is a temporary token file.
+    ZS_CHECK(d.train->size() >= static_cast<uint64_t>(seq) + 1, "--text ", c.text.front(), ": ",
+             d.description_text, " is shorter than one window of seq_len + 1 = ", seq + 1,
+             " bytes; give more text or a shorter --seq-len/--context");
   } else {
     d.train = std::make_unique<data::TokenDataset>(c.data, vocab);
     d.description_text = c.data + " (" + std::to_string(d.train->size()) + " tokens, " +
