@@ -5,6 +5,7 @@
 #include "checkpoint/rank_file_writer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "checkpoint/shard_files.h"
@@ -13,6 +14,20 @@
 #include "runtime/logging.h"
 
 namespace zs::checkpoint {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The most the writer checksums and then writes at once: small enough that the write's read of
+// the piece finds it in the cache the checksum pass brought it into, large enough that a call
+// costs nothing next to its bytes.
+constexpr uint64_t kWritePiece = uint64_t{4} << 20;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 RankFileWriter::RankFileWriter(size_t buffer_bytes, const FileSystem& fs)
     : bound_(buffer_bytes), fs_(fs) {
@@ -53,7 +68,7 @@ void RankFileWriter::run() {
     lock.lock();
     // Moved, not copied: the rank's thread alone holds the error from here on, and frees it.
     error_ = std::move(error);
-    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    result_.seconds = seconds_since(started_);
     busy_ = false;
     job_ = false;
     over_ = true;
@@ -64,7 +79,8 @@ void RankFileWriter::run() {
 
 void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
   detail::AtomicFileWriter file(path, fs_);
-  uint64_t checksum = kFnv64Basis;
+  FileChecksum checksum(kSavedChecksum);
+  double checksum_seconds = 0, write_seconds = 0;
   for (uint64_t done = 0; done < bytes;) {
     size_t at = 0, count = 0;
     {
@@ -73,10 +89,15 @@ void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
       // Abandoned: the AtomicFileWriter removes its temporary file, nothing gets the name.
       ZS_CHECK_AS(IoError, !stop_ && !cancel_, "the write of '", path, "' was abandoned");
       at = static_cast<size_t>(written_ % capacity_);
-      count = static_cast<size_t>(std::min<uint64_t>(copied_ - written_, capacity_ - at));
+      count = static_cast<size_t>(
+          std::min<uint64_t>({copied_ - written_, capacity_ - at, kWritePiece}));
     }
-    checksum = fnv1a64(buffer_.get() + at, count, checksum);
+    const auto start = Clock::now();
+    checksum.update(buffer_.get() + at, count);
+    const auto checksummed = Clock::now();
     file.write(buffer_.get() + at, count);
+    checksum_seconds += std::chrono::duration<double>(checksummed - start).count();
+    write_seconds += seconds_since(checksummed);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       written_ += count;
@@ -84,9 +105,14 @@ void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
     changed_.notify_all();
     done += count;
   }
+  const auto start = Clock::now();
   file.commit();
+  const double commit_seconds = seconds_since(start);
   std::lock_guard<std::mutex> lock(mutex_);
-  checksum_ = checksum;
+  result_.checksum = checksum.digest();
+  result_.checksum_seconds = checksum_seconds;
+  result_.write_seconds = write_seconds;
+  result_.commit_seconds = commit_seconds;
 }
 
 void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>& tensors) {
@@ -106,7 +132,9 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
              path_, "' was waited for");
     // The writer thread is idle (no job): the buffer is the rank's to replace.
     if (capacity_ < wanted) {
-      buffer_ = std::make_unique<uint8_t[]>(wanted);
+      // Not zero-filled (make_unique would be): the copy writes every byte before the writer
+      // reads it, and a fill pass over the whole buffer would be on the first save's stall.
+      buffer_.reset(new uint8_t[wanted]);
       capacity_ = wanted;
     }
     path_ = path;
@@ -115,7 +143,8 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
     written_ = 0;
     cancel_ = false;
     error_ = nullptr;
-    started_ = std::chrono::steady_clock::now();
+    result_ = Written{};
+    started_ = Clock::now();
     job_ = true;
   }
   changed_.notify_all();
@@ -145,6 +174,8 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
         done += count;
       }
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.copy_seconds = seconds_since(started_);
   } catch (...) {
     // The copy failed: abandon the write, and leave the writer idle for the next one.
     std::unique_lock<std::mutex> lock(mutex_);
@@ -168,7 +199,7 @@ RankFileWriter::Written RankFileWriter::wait() {
   changed_.wait(lock, [&] { return over_; });
   over_ = false;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  return {checksum_, seconds_};
+  return result_;
 }
 
 }  // namespace zs::checkpoint

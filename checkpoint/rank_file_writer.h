@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/file_checksum.h"
 #include "runtime/file_system.h"
 #include "runtime/tensor.h"
 
@@ -55,8 +56,16 @@ class RankFileWriter {
   // Whether the current write is over (committed or failed), without waiting.
   bool finished() const;
   struct Written {
-    uint64_t checksum;  // FNV-1a 64 of the file (checkpoint/shard_files.h)
-    double seconds;     // from snapshot() to the file under its name, fsynced
+    Checksum checksum;   // of the whole file, with kSavedChecksum (checkpoint/file_checksum.h)
+    double seconds = 0;  // from snapshot() to the file under its name, fsynced
+    // Where the time went. copy: snapshot() itself (the copy into the buffer, and waiting for
+    // space when the file is larger than the buffer). On the writer thread: checksum, write (the
+    // file layer's write calls: into the page cache) and commit (fsync, rename, directory fsync);
+    // the rest of `seconds` is the writer waiting for the copy.
+    double copy_seconds = 0;
+    double checksum_seconds = 0;
+    double write_seconds = 0;
+    double commit_seconds = 0;
   };
   // Waits for the current write and returns what it wrote; rethrows its error.
   Written wait();
@@ -85,9 +94,8 @@ class RankFileWriter {
   uint64_t written_ = 0;
   bool over_ = false;
   std::exception_ptr error_;
-  uint64_t checksum_ = 0;
+  Written result_;  // of the current write, filled in as it goes
   std::chrono::steady_clock::time_point started_;
-  double seconds_ = 0;
 
   std::thread thread_;  // started by the constructor once every member above is ready
 };

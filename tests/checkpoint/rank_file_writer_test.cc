@@ -69,8 +69,13 @@ TEST_P(RankFileWriterTest, WritesTheTensorsAtTheSnapshotWithTheirChecksum) {
     tensors[0].fill(-1.0f);
     const RankFileWriter::Written written = writer.wait();
     EXPECT_TRUE(read_bytes(path) == expected) << "buffer " << GetParam() << ", round " << round;
-    EXPECT_EQ(written.checksum, fnv1a64(expected.data(), expected.size()));
+    EXPECT_EQ(written.checksum, FileChecksum::of(expected.data(), expected.size()));
+    EXPECT_EQ(written.checksum.algorithm, ChecksumAlgorithm::kXxh3);
     EXPECT_GE(written.seconds, 0.0);
+    // The parts of the write happen within it (the copy runs alongside the writer thread).
+    EXPECT_GE(written.copy_seconds, 0.0);
+    EXPECT_LE(written.checksum_seconds + written.write_seconds + written.commit_seconds,
+              written.seconds);
     tensors[0].copy_from(first);
   }
 }
