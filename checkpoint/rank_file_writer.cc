@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "checkpoint/shard_files.h"
@@ -115,6 +116,27 @@ void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
   result_.commit_seconds = commit_seconds;
 }
 
+bool RankFileWriter::grow_buffer(uint64_t file_bytes) {
+  // Whole fp32 values only, so that a value is never split at the ring's end.
+  const size_t wanted =
+      std::max(sizeof(float), static_cast<size_t>(std::min<uint64_t>(bound_, file_bytes)) /
+                                  sizeof(float) * sizeof(float));
+  if (capacity_ >= wanted) return false;
+  buffer_.reset(new uint8_t[wanted]);  // uninitialized, unlike make_unique's
+  capacity_ = wanted;
+  return true;
+}
+
+void RankFileWriter::reserve(uint64_t file_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ZS_CHECK(!job_ && !over_, "checkpoint: the write buffer cannot grow during the write of '", path_,
+           "'");
+  // Every page touched now: a fresh buffer's first touch is a page fault per 4 KiB (a quarter
+  // million for 1 GB), which would otherwise land in the first snapshot's copy, on the loop's
+  // stall.
+  if (grow_buffer(file_bytes)) std::memset(buffer_.get(), 0, capacity_);
+}
+
 void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>& tensors) {
   uint64_t bytes = 0;
   for (const Tensor& t : tensors) {
@@ -122,21 +144,13 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
              ", expected fp32 masters and optimizer state");
     bytes += static_cast<uint64_t>(t.numel()) * sizeof(float);
   }
-  // Whole fp32 values only, so that a value is never split at the ring's end.
-  const size_t wanted =
-      std::max(sizeof(float), static_cast<size_t>(std::min<uint64_t>(bound_, bytes)) /
-                                  sizeof(float) * sizeof(float));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ZS_CHECK(!job_ && !over_, "checkpoint: a rank file write was started before the previous one '",
              path_, "' was waited for");
-    // The writer thread is idle (no job): the buffer is the rank's to replace.
-    if (capacity_ < wanted) {
-      // Not zero-filled (make_unique would be): the copy writes every byte before the writer
-      // reads it, and a fill pass over the whole buffer would be on the first save's stall.
-      buffer_.reset(new uint8_t[wanted]);
-      capacity_ = wanted;
-    }
+    // The writer thread is idle (no job): the buffer is the rank's to replace. Not filled here:
+    // the copy writes every byte before the writer reads it.
+    grow_buffer(bytes);
     path_ = path;
     bytes_ = bytes;
     copied_ = 0;

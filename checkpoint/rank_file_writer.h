@@ -10,8 +10,9 @@
 // the stall is then about the time to write all but the last buffer's worth. Sync and async
 // saves are both this: a synchronous save waits for the write right after the snapshot.
 //
-// The buffer is allocated at the first snapshot with min(buffer_bytes, file bytes) and kept for
-// the next ones (a fresh allocation would fault its pages in during the copy, on the stall).
+// The buffer is allocated with min(buffer_bytes, file bytes) by reserve() ahead of the saves, or
+// else at the first snapshot, and kept for the next ones (a fresh allocation faults its pages in
+// during the copy, on the stall: reserve() touches them before any save).
 // It is host memory and is not charged to a MemoryTracker: the trackers account one device's
 // categories and have no host tier.
 //
@@ -48,6 +49,9 @@ class RankFileWriter {
   RankFileWriter(const RankFileWriter&) = delete;
   RankFileWriter& operator=(const RankFileWriter&) = delete;
 
+  // Allocates the buffer for files of `file_bytes` now and touches its pages, so that no
+  // snapshot pays for that. Optional; not during a write.
+  void reserve(uint64_t file_bytes);
   // Starts writing `tensors` (fp32, in order) as the file `path` and returns when all of them
   // are copied into the buffer. The previous write must have been waited for. When the write
   // fails meanwhile, the copy stops early; wait() throws the error. An error of the copy itself
@@ -72,6 +76,9 @@ class RankFileWriter {
 
  private:
   void run();
+  // Makes the buffer hold min(bound_, file_bytes) (whole fp32 values); whether it was
+  // reallocated. Under mutex_, with no write under way.
+  bool grow_buffer(uint64_t file_bytes);
   // The write of one file from the buffer (the writer thread's part of a snapshot).
   void write_file(const std::string& path, uint64_t bytes);
 

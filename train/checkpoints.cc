@@ -118,7 +118,12 @@ class ShardedCheckpointer final : public Checkpointer {
         world_(state.comm->size()),
         lead_(rank_ == 0),
         plan_(translate(config, rank_, world_)),
-        writer_(config.checkpoint_buffer, *config.file_system) {}
+        writer_(config.checkpoint_buffer, *config.file_system) {
+    // The snapshot buffer, allocated and faulted in now rather than on the first save's stall.
+    if (!c_.checkpoint_dir.empty()) {
+      writer_.reserve(checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer));
+    }
+  }
 
   int64_t restore() override;
   bool due(int64_t completed, bool last) const override {
