@@ -74,6 +74,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf(
+          "Usage: zs-bench-checkpoint [--layers 6] [--width 512] [--heads 8] [--vocab 4096]\n"
+          "                           [--context 64] [--dir /tmp] [--repeats 2] [--zs-ckpt PATH]\n"
+          "Sharded checkpoint save/load GB/s per rank next to the disk's raw bandwidth, where a\n"
+          "save's time goes, export peak RSS, and the async save stall vs a sync save.\n");
+      std::exit(0);
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--layers") {
