@@ -9,8 +9,9 @@
 //   raw read   the same files read back the same way (O_DIRECT: from the device, not the page
 //              cache)
 //   save       the final checkpoint of a one-step zs-train run (train::run_training, its
-//              checkpointer: rank files, meta.json, the directory rename, `latest`), timed by a
-//              file layer that notes the save's first and last file operation
+//              checkpointer: rank files, meta.json, the directory rename, `latest`), saved
+//              synchronously and timed by a file layer that notes the save's first and last file
+//              operation
 //   load       each rank's open_verified (the map and checksum pass of RankFileReader, every byte
 //              from the device: the files are dropped from the page cache first with
 //              fadvise(DONTNEED)), ranks concurrently; the copy into the optimizer's tensors is
@@ -19,6 +20,9 @@
 //              RSS (wait4's ru_maxrss) next to the model's fp32 size (its largest tensor bounds
 //              what a streaming export needs; the rest is the program itself)
 // and prints each bandwidth per rank with its ratio to the raw figure (the target is >= 70%).
+// Then: where rank 0's save went (the copy into the snapshot buffer, checksum, writes, fsync:
+// TrainResult::saves), the checksums' own speed, and the training loop's stall at an
+// asynchronous save next to the time of a synchronous one (runs of 4 steps saving every 2).
 // Best of --repeats runs of each. Prints; never asserts.
 //
 // Usage: zs-bench-checkpoint [--layers 6] [--width 512] [--heads 8] [--vocab 4096]
@@ -44,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/file_checksum.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/file_system.h"
 #include "runtime/logging.h"
@@ -69,6 +74,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf(
+          "Usage: zs-bench-checkpoint [--layers 6] [--width 512] [--heads 8] [--vocab 4096]\n"
+          "                           [--context 64] [--dir /tmp] [--repeats 2] [--zs-ckpt PATH]\n"
+          "Sharded checkpoint save/load GB/s per rank next to the disk's raw bandwidth, where a\n"
+          "save's time goes, export peak RSS, and the async save stall vs a sync save.\n");
+      std::exit(0);
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--layers") {
@@ -274,7 +289,7 @@ zs::train::TrainConfig one_step_run(const Options& o, const std::string& corpus,
 struct RankFile {
   std::string path;
   uint64_t bytes;
-  uint64_t checksum;
+  zs::checkpoint::Checksum checksum;
 };
 
 std::vector<RankFile> rank_files(const std::string& step_dir) {
@@ -284,21 +299,21 @@ std::vector<RankFile> rank_files(const std::string& step_dir) {
   for (const auto& f : meta.at("files")) {
     files.push_back({step_dir + "/" + f.at("name").get<std::string>(),
                      f.at("bytes").get<uint64_t>(),
-                     zs::checkpoint::parse_checksum(f.at("checksum").get<std::string>())});
+                     zs::checkpoint::Checksum::parse(f.at("checksum").get<std::string>())});
   }
   return files;
 }
 
-// FNV-1a over `bytes` in memory, one thread: every byte of a save and of a load goes through
-// it, so it bounds both whatever the disk does. GB/s, best of `repeats`.
-double checksum_bandwidth(size_t bytes, int repeats) {
+// A checksum over `bytes` in memory, one thread: every byte of a save and of a load goes
+// through it, so it bounds both whatever the disk does. GB/s, best of `repeats`.
+double checksum_bandwidth(zs::checkpoint::ChecksumAlgorithm algorithm, size_t bytes, int repeats) {
   std::vector<uint8_t> buffer(bytes);
   for (size_t i = 0; i < bytes; ++i) buffer[i] = static_cast<uint8_t>(i * 131);
   double best = 0;
   uint64_t sink = 0;
   for (int r = 0; r < repeats; ++r) {
     const auto start = Clock::now();
-    sink ^= zs::checkpoint::fnv1a64(buffer.data(), buffer.size());
+    sink ^= zs::checkpoint::FileChecksum::of(buffer.data(), buffer.size(), algorithm).value;
     best = std::max(best, static_cast<double>(bytes) / seconds_between(start, Clock::now()) / 1e9);
   }
   if (sink == 42) std::printf(" ");  // keeps the checksum from being optimized away
@@ -467,25 +482,35 @@ int main(int argc, char** argv) {
   bool direct = true;
   // What zs-ckpt holds before it reads anything (its shared libraries' pages count too).
   const double baseline_rss = exporter.peak_rss({o.zs_ckpt, "--help"});
+  // Per ranks: rank 0's part of the fastest save (the run's only save, waited for at its end).
+  std::vector<std::pair<int, zs::train::SaveRecord>> breakdowns;
   for (int ranks : {1, 2}) {
     const std::string checkpoints = work + "/ckpt-" + std::to_string(ranks);
     double save_gbs = 0, load_gbs = 0;
     std::vector<RankFile> files;
     int64_t parameters = 0;
+    zs::train::SaveRecord breakdown;
     for (int r = 0; r < o.repeats; ++r) {
       stdfs::remove_all(checkpoints);
       SaveClock clock;
       zs::train::TrainConfig c = one_step_run(o, corpus, ranks, checkpoints);
       c.file_system = &clock;
+      // Synchronous: the clock then spans the save alone. An asynchronous final save is waited
+      // for only after the end-of-run evaluation, which the clock would count too.
+      c.checkpoint_async = false;
+      zs::train::TrainResult result;
       {
         QuietStdout quiet;
-        parameters = zs::train::run_training(c).parameters;
+        result = zs::train::run_training(c);
       }
+      parameters = result.parameters;
       files = rank_files(checkpoints + "/step-000001");
-      save_gbs =
-          std::max(save_gbs, static_cast<double>(files.front().bytes) / clock.seconds() / 1e9);
+      const double gbs = static_cast<double>(files.front().bytes) / clock.seconds() / 1e9;
+      if (gbs > save_gbs && !result.saves.empty()) breakdown = result.saves.front();
+      save_gbs = std::max(save_gbs, gbs);
       load_gbs = std::max(load_gbs, load_bandwidth(files));
     }
+    breakdowns.emplace_back(ranks, breakdown);
     const RawResult raw = raw_bandwidth(work, ranks, files.front().bytes, o.repeats);
     direct = direct && raw.direct;
     const double rss = exporter.peak_rss({o.zs_ckpt, "export", checkpoints + "/step-000001",
@@ -503,17 +528,66 @@ int main(int argc, char** argv) {
       "export peak RSS includes zs-ckpt's own %.0f MB (its peak RSS for --help: the "
       "program and its shared libraries)\n",
       baseline_rss / 1e6);
-  std::printf("fnv1a64 checksum (every saved and loaded byte, one thread per rank): %.3f GB/s\n",
-              checksum_bandwidth(64 << 20, o.repeats));
+  std::printf(
+      "checksums (every saved and loaded byte, one thread per rank): xxh3 %.3f GB/s (new "
+      "checkpoints), fnv1a64 %.3f GB/s (older ones)\n",
+      checksum_bandwidth(zs::checkpoint::ChecksumAlgorithm::kXxh3, 64 << 20, o.repeats),
+      checksum_bandwidth(zs::checkpoint::ChecksumAlgorithm::kFnv1a64, 64 << 20, o.repeats));
   std::printf("raw I/O: %s\n", direct
                                    ? "O_DIRECT, 4 KiB-aligned 8 MiB requests, 4 in flight per file"
                                    : "buffered + fsync, page cache dropped before reads "
                                      "(this filesystem refuses O_DIRECT)");
-  // ---- stall vs sync: the place for --checkpoint-async ----
-  // TODO(lead, after merging the asynchronous saves): run one_step_run with
-  // --checkpoint-async on and off and print the training step's stall at the save (async) next
-  // to the synchronous save's time above. Not measured in this build: saves are synchronous.
-  std::printf("async save stall vs sync save: not measured (synchronous saves in this build)\n");
+  // Where the fastest save's time went, rank 0 (RankFileWriter::Written through SaveRecord).
+  std::printf(
+      "\nsave of rank 0, seconds: the copy into the buffer (the rank's thread) | on the "
+      "writer thread: checksum, write into the page cache, commit (fsync, rename, dir "
+      "fsync) | the whole write\n");
+  std::printf("%5s %9s | %9s %9s %9s | %9s\n", "ranks", "copy", "checksum", "write", "commit",
+              "write");
+  for (const auto& [ranks, b] : breakdowns) {
+    std::printf("%5d %9.3f | %9.3f %9.3f %9.3f | %9.3f\n", ranks, b.copy_seconds,
+                b.checksum_seconds, b.file_write_seconds, b.commit_seconds, b.write_seconds);
+  }
+  // The training loop's stall at an asynchronous save next to a synchronous save's time: runs of
+  // kStallSteps steps with a checkpoint every 2 (a save in the middle and one at the end); the
+  // middle one's stall, whose write overlaps the steps after it (the end-of-run save waits for
+  // its write either way). Best of --repeats.
+  constexpr int64_t kStallSteps = 4;
+  std::printf(
+      "\nasync save stall vs sync save: %lld steps, a checkpoint every 2; the step-2 "
+      "save as the loop saw it (zs-train's log line: training stalled X s), best of %d\n",
+      static_cast<long long>(kStallSteps), o.repeats);
+  std::printf("%5s %9s | %11s | %11s %9s | %6s\n", "ranks", "step s", "sync save s", "async stall",
+              "write s", "ratio");
+  for (int ranks : {1, 2}) {
+    double stall[2] = {1e30, 1e30}, write = 1e30, step = 1e30;  // [async, sync]
+    for (int r = 0; r < o.repeats; ++r) {
+      for (const bool async : {true, false}) {
+        const std::string checkpoints = work + "/stall-" + std::to_string(ranks);
+        stdfs::remove_all(checkpoints);
+        zs::train::TrainConfig c = one_step_run(o, corpus, ranks, checkpoints);
+        c.steps = kStallSteps;
+        c.checkpoint_interval = 2;
+        c.checkpoint_async = async;
+        zs::train::TrainResult result;
+        {
+          QuietStdout quiet;
+          result = zs::train::run_training(c);
+        }
+        stdfs::remove_all(checkpoints);
+        if (result.saves.empty() || result.saves.front().step != 2) {
+          std::fprintf(stderr, "zs-bench-checkpoint: the run recorded no save of step 2\n");
+          return 1;
+        }
+        const zs::train::SaveRecord& save = result.saves.front();
+        stall[async ? 0 : 1] = std::min(stall[async ? 0 : 1], save.stall_seconds);
+        if (async) write = std::min(write, save.write_seconds);
+        for (const zs::train::StepRecord& s : result.steps) step = std::min(step, s.ms / 1e3);
+      }
+    }
+    std::printf("%5d %9.3f | %11.3f | %11.3f %9.3f | %5.0f%%\n", ranks, step, stall[1], stall[0],
+                write, 100 * stall[0] / stall[1]);
+  }
   stdfs::remove_all(work);
   return 0;
 }

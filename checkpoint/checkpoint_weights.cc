@@ -29,8 +29,8 @@ const json& file_entry(const json& meta, int rank) {
   return meta.at("files").at(static_cast<size_t>(rank));
 }
 
-uint64_t file_checksum(const json& meta, int rank) {
-  return parse_checksum(file_entry(meta, rank).at("checksum").get<std::string>());
+Checksum file_checksum(const json& meta, int rank) {
+  return Checksum::parse(file_entry(meta, rank).at("checksum").get<std::string>());
 }
 
 // The GPT shape the metadata records; InvalidArgument for a checkpoint of another model.

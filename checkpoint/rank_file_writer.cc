@@ -5,6 +5,8 @@
 #include "checkpoint/rank_file_writer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "checkpoint/shard_files.h"
@@ -13,6 +15,20 @@
 #include "runtime/logging.h"
 
 namespace zs::checkpoint {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The most the writer checksums and then writes at once: small enough that the write's read of
+// the piece finds it in the cache the checksum pass brought it into, large enough that a call
+// costs nothing next to its bytes.
+constexpr uint64_t kWritePiece = uint64_t{4} << 20;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 RankFileWriter::RankFileWriter(size_t buffer_bytes, const FileSystem& fs)
     : bound_(buffer_bytes), fs_(fs) {
@@ -53,7 +69,7 @@ void RankFileWriter::run() {
     lock.lock();
     // Moved, not copied: the rank's thread alone holds the error from here on, and frees it.
     error_ = std::move(error);
-    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    result_.seconds = seconds_since(started_);
     busy_ = false;
     job_ = false;
     over_ = true;
@@ -64,7 +80,8 @@ void RankFileWriter::run() {
 
 void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
   detail::AtomicFileWriter file(path, fs_);
-  uint64_t checksum = kFnv64Basis;
+  FileChecksum checksum(kSavedChecksum);
+  double checksum_seconds = 0, write_seconds = 0;
   for (uint64_t done = 0; done < bytes;) {
     size_t at = 0, count = 0;
     {
@@ -73,10 +90,15 @@ void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
       // Abandoned: the AtomicFileWriter removes its temporary file, nothing gets the name.
       ZS_CHECK_AS(IoError, !stop_ && !cancel_, "the write of '", path, "' was abandoned");
       at = static_cast<size_t>(written_ % capacity_);
-      count = static_cast<size_t>(std::min<uint64_t>(copied_ - written_, capacity_ - at));
+      count = static_cast<size_t>(
+          std::min<uint64_t>({copied_ - written_, capacity_ - at, kWritePiece}));
     }
-    checksum = fnv1a64(buffer_.get() + at, count, checksum);
+    const auto start = Clock::now();
+    checksum.update(buffer_.get() + at, count);
+    const auto checksummed = Clock::now();
     file.write(buffer_.get() + at, count);
+    checksum_seconds += std::chrono::duration<double>(checksummed - start).count();
+    write_seconds += seconds_since(checksummed);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       written_ += count;
@@ -84,9 +106,35 @@ void RankFileWriter::write_file(const std::string& path, uint64_t bytes) {
     changed_.notify_all();
     done += count;
   }
+  const auto start = Clock::now();
   file.commit();
+  const double commit_seconds = seconds_since(start);
   std::lock_guard<std::mutex> lock(mutex_);
-  checksum_ = checksum;
+  result_.checksum = checksum.digest();
+  result_.checksum_seconds = checksum_seconds;
+  result_.write_seconds = write_seconds;
+  result_.commit_seconds = commit_seconds;
+}
+
+bool RankFileWriter::grow_buffer(uint64_t file_bytes) {
+  // Whole fp32 values only, so that a value is never split at the ring's end.
+  const size_t wanted =
+      std::max(sizeof(float), static_cast<size_t>(std::min<uint64_t>(bound_, file_bytes)) /
+                                  sizeof(float) * sizeof(float));
+  if (capacity_ >= wanted) return false;
+  buffer_.reset(new uint8_t[wanted]);  // uninitialized, unlike make_unique's
+  capacity_ = wanted;
+  return true;
+}
+
+void RankFileWriter::reserve(uint64_t file_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ZS_CHECK(!job_ && !over_, "checkpoint: the write buffer cannot grow during the write of '", path_,
+           "'");
+  // Every page touched now: a fresh buffer's first touch is a page fault per 4 KiB (a quarter
+  // million for 1 GB), which would otherwise land in the first snapshot's copy, on the loop's
+  // stall.
+  if (grow_buffer(file_bytes)) std::memset(buffer_.get(), 0, capacity_);
 }
 
 void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>& tensors) {
@@ -96,26 +144,21 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
              ", expected fp32 masters and optimizer state");
     bytes += static_cast<uint64_t>(t.numel()) * sizeof(float);
   }
-  // Whole fp32 values only, so that a value is never split at the ring's end.
-  const size_t wanted =
-      std::max(sizeof(float), static_cast<size_t>(std::min<uint64_t>(bound_, bytes)) /
-                                  sizeof(float) * sizeof(float));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ZS_CHECK(!job_ && !over_, "checkpoint: a rank file write was started before the previous one '",
              path_, "' was waited for");
-    // The writer thread is idle (no job): the buffer is the rank's to replace.
-    if (capacity_ < wanted) {
-      buffer_ = std::make_unique<uint8_t[]>(wanted);
-      capacity_ = wanted;
-    }
+    // The writer thread is idle (no job): the buffer is the rank's to replace. Not filled here:
+    // the copy writes every byte before the writer reads it.
+    grow_buffer(bytes);
     path_ = path;
     bytes_ = bytes;
     copied_ = 0;
     written_ = 0;
     cancel_ = false;
     error_ = nullptr;
-    started_ = std::chrono::steady_clock::now();
+    result_ = Written{};
+    started_ = Clock::now();
     job_ = true;
   }
   changed_.notify_all();
@@ -145,6 +188,8 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
         done += count;
       }
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.copy_seconds = seconds_since(started_);
   } catch (...) {
     // The copy failed: abandon the write, and leave the writer idle for the next one.
     std::unique_lock<std::mutex> lock(mutex_);
@@ -168,7 +213,7 @@ RankFileWriter::Written RankFileWriter::wait() {
   changed_.wait(lock, [&] { return over_; });
   over_ = false;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  return {checksum_, seconds_};
+  return result_;
 }
 
 }  // namespace zs::checkpoint

@@ -10,8 +10,9 @@
 // the stall is then about the time to write all but the last buffer's worth. Sync and async
 // saves are both this: a synchronous save waits for the write right after the snapshot.
 //
-// The buffer is allocated at the first snapshot with min(buffer_bytes, file bytes) and kept for
-// the next ones (a fresh allocation would fault its pages in during the copy, on the stall).
+// The buffer is allocated with min(buffer_bytes, file bytes) by reserve() ahead of the saves, or
+// else at the first snapshot, and kept for the next ones (a fresh allocation faults its pages in
+// during the copy, on the stall: reserve() touches them before any save).
 // It is host memory and is not charged to a MemoryTracker: the trackers account one device's
 // categories and have no host tier.
 //
@@ -33,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/file_checksum.h"
 #include "runtime/file_system.h"
 #include "runtime/tensor.h"
 
@@ -47,6 +49,9 @@ class RankFileWriter {
   RankFileWriter(const RankFileWriter&) = delete;
   RankFileWriter& operator=(const RankFileWriter&) = delete;
 
+  // Allocates the buffer for files of `file_bytes` now and touches its pages, so that no
+  // snapshot pays for that. Optional; not during a write.
+  void reserve(uint64_t file_bytes);
   // Starts writing `tensors` (fp32, in order) as the file `path` and returns when all of them
   // are copied into the buffer. The previous write must have been waited for. When the write
   // fails meanwhile, the copy stops early; wait() throws the error. An error of the copy itself
@@ -55,14 +60,25 @@ class RankFileWriter {
   // Whether the current write is over (committed or failed), without waiting.
   bool finished() const;
   struct Written {
-    uint64_t checksum;  // FNV-1a 64 of the file (checkpoint/shard_files.h)
-    double seconds;     // from snapshot() to the file under its name, fsynced
+    Checksum checksum;   // of the whole file, with kSavedChecksum (checkpoint/file_checksum.h)
+    double seconds = 0;  // from snapshot() to the file under its name, fsynced
+    // Where the time went. copy: snapshot() itself (the copy into the buffer, and waiting for
+    // space when the file is larger than the buffer). On the writer thread: checksum, write (the
+    // file layer's write calls: into the page cache) and commit (fsync, rename, directory fsync);
+    // the rest of `seconds` is the writer waiting for the copy.
+    double copy_seconds = 0;
+    double checksum_seconds = 0;
+    double write_seconds = 0;
+    double commit_seconds = 0;
   };
   // Waits for the current write and returns what it wrote; rethrows its error.
   Written wait();
 
  private:
   void run();
+  // Makes the buffer hold min(bound_, file_bytes) (whole fp32 values); whether it was
+  // reallocated. Under mutex_, with no write under way.
+  bool grow_buffer(uint64_t file_bytes);
   // The write of one file from the buffer (the writer thread's part of a snapshot).
   void write_file(const std::string& path, uint64_t bytes);
 
@@ -85,9 +101,8 @@ class RankFileWriter {
   uint64_t written_ = 0;
   bool over_ = false;
   std::exception_ptr error_;
-  uint64_t checksum_ = 0;
+  Written result_;  // of the current write, filled in as it goes
   std::chrono::steady_clock::time_point started_;
-  double seconds_ = 0;
 
   std::thread thread_;  // started by the constructor once every member above is ready
 };

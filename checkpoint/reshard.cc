@@ -190,7 +190,7 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
   for (const int r : ranks_) {
     const std::string path = (std::filesystem::path(dir) / rank_file_name(r)).string();
     const json& entry = meta.at("files").at(static_cast<size_t>(r));
-    const uint64_t checksum = parse_checksum(entry.at("checksum").get<std::string>());
+    const Checksum checksum = Checksum::parse(entry.at("checksum").get<std::string>());
     files_.push_back(open_verified(path, saved.file_bytes(r), checksum));
   }
 }

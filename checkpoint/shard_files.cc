@@ -19,18 +19,6 @@ std::string shape_text(const json& shape) { return shape.dump(); }
 
 }  // namespace
 
-uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash) {
-  const auto* p = static_cast<const uint8_t*>(bytes);
-  for (size_t i = 0; i < count; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
-std::string checksum_text(uint64_t checksum) {
-  char text[40];
-  std::snprintf(text, sizeof(text), "fnv1a64:%016llx", static_cast<unsigned long long>(checksum));
-  return text;
-}
-
 std::string rank_file_name(int rank) {
   char name[32];
   std::snprintf(name, sizeof(name), "rank-%05d.bin", rank);
@@ -84,28 +72,21 @@ uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
   return bytes;
 }
 
-uint64_t parse_checksum(const std::string& text) {
-  const std::string prefix = "fnv1a64:";
-  ZS_CHECK_AS(CorruptCheckpoint, text.compare(0, prefix.size(), prefix) == 0, "unknown checksum '",
-              text, "'");
-  return std::strtoull(text.c_str() + prefix.size(), nullptr, 16);
-}
-
 namespace {
 
 // The size and checksum checks of a rank file, for both ways of reading it.
-void check_rank_file(const std::string& path, uint64_t size, uint64_t bytes, uint64_t found,
-                     uint64_t checksum) {
+void check_rank_file(const std::string& path, uint64_t size, uint64_t bytes, const Checksum& found,
+                     const Checksum& checksum) {
   ZS_CHECK_AS(CorruptCheckpoint, size == bytes, "checkpoint rank file '", path, "' has ", size,
               " bytes, expected ", bytes, " (truncated or of another run); use another checkpoint");
   ZS_CHECK_AS(CorruptCheckpoint, found == checksum, "checkpoint rank file '", path,
-              "' is corrupt: its checksum is ", checksum_text(found), ", the metadata says ",
-              checksum_text(checksum), "; use another checkpoint");
+              "' is corrupt: its checksum is ", found.text(), ", the metadata says ",
+              checksum.text(), "; use another checkpoint");
 }
 
 }  // namespace
 
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, const Checksum& checksum,
                                  const FileSystem& fs) {
   detail::MappedFile file = [&] {
     try {
@@ -115,30 +96,35 @@ detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64
                "' cannot be read (missing?): ", e.what());
     }
   }();
-  const uint64_t found = file.size() == bytes ? fnv1a64(file.data(), file.size()) : 0;
+  const Checksum found = file.size() == bytes
+                             ? FileChecksum::of(file.data(), file.size(), checksum.algorithm)
+                             : Checksum{checksum.algorithm, 0};
   check_rank_file(path, file.size(), bytes, found, checksum);
   return file;
 }
 
-uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum) {
+Checksum verify_file(const std::string& path, uint64_t bytes, const Checksum& checksum) {
   std::ifstream in(path, std::ios::binary);
   ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint rank file '", path,
               "' cannot be read (missing?): ", std::strerror(errno));
   std::vector<char> buffer(1 << 20);
-  uint64_t size = 0, found = kFnv64Basis;
+  uint64_t size = 0;
+  FileChecksum running(checksum.algorithm);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const size_t got = static_cast<size_t>(in.gcount());
-    found = fnv1a64(buffer.data(), got, found);
+    running.update(buffer.data(), got);
     size += got;
   }
   ZS_CHECK_AS(CorruptCheckpoint, in.eof(), "checkpoint rank file '", path,
               "' cannot be read: ", std::strerror(errno));
-  check_rank_file(path, size, bytes, size == bytes ? found : 0, checksum);
+  const Checksum found = running.digest();
+  check_rank_file(path, size, bytes, size == bytes ? found : Checksum{checksum.algorithm, 0},
+                  checksum);
   return found;
 }
 
-RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum,
+RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, const Checksum& checksum,
                                const FileSystem& fs)
     : file_(open_verified(path, bytes, checksum, fs)) {}
 

@@ -8,8 +8,9 @@
 // parallel), then each optimizer state tensor of the unit over the same elements, in the
 // optimizer's state_names() order (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer or nothing).
 // Nothing that can be recomputed (gathered parameters, compute-dtype copies, gradients) is
-// written. Its checksum (FNV-1a, 64 bits, over the whole file) goes into the metadata, so a torn
-// or corrupted file is found before anything is loaded.
+// written. Its checksum (checkpoint/file_checksum.h: XXH3 64 over the whole file; FNV-1a 64 in
+// older checkpoints) goes into the metadata, so a torn or corrupted file is found before
+// anything is loaded.
 //
 // The layout JSON ("units": name, numel, padded numel, shard numel, each parameter's name, shape
 // and offset in the buffer, the element range of every rank file) is what a later loader at
@@ -30,29 +31,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/file_checksum.h"
 #include "optim/optimizer.h"
 #include "runtime/file_io.h"
 #include "sharding/sharded_model.h"
 
 namespace zs::checkpoint {
 
-constexpr uint64_t kFnv64Basis = 14695981039346656037ull;
-// FNV-1a over `count` bytes, continuing from `hash`.
-uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash = kFnv64Basis);
-// "fnv1a64:0123456789abcdef": how checksums are written in the metadata.
-std::string checksum_text(uint64_t checksum);
-
-// The checksum of a "fnv1a64:..." text; CorruptCheckpoint for another form.
-uint64_t parse_checksum(const std::string& text);
 // Maps the rank file at `path` after checking that it has `bytes` bytes and checksum
-// `checksum`; CorruptCheckpoint naming `path` (and both checksums) when it is missing, of
-// another size or corrupt.
+// `checksum` (computed with the algorithm `checksum` names); CorruptCheckpoint naming `path`
+// (and both checksums) when it is missing, of another size or corrupt.
 // `fs` is the file layer it goes through.
-detail::MappedFile open_verified(const std::string& path, uint64_t bytes, uint64_t checksum,
+detail::MappedFile open_verified(const std::string& path, uint64_t bytes, const Checksum& checksum,
                                  const FileSystem& fs = posix_file_system());
 // The same checks as open_verified, reading the file through a small buffer instead of mapping
 // it (for tools that must not hold a whole rank file in memory); returns the file's checksum.
-uint64_t verify_file(const std::string& path, uint64_t bytes, uint64_t checksum);
+Checksum verify_file(const std::string& path, uint64_t bytes, const Checksum& checksum);
 
 // "rank-00003.bin".
 std::string rank_file_name(int rank);
@@ -79,7 +73,7 @@ class RankFileReader {
  public:
   // Throws CorruptCheckpoint naming `path` when it is missing, has another size than `bytes`,
   // or its checksum differs from `checksum` (both printed).
-  RankFileReader(const std::string& path, uint64_t bytes, uint64_t checksum,
+  RankFileReader(const std::string& path, uint64_t bytes, const Checksum& checksum,
                  const FileSystem& fs = posix_file_system());
   // Copies the file into `tensors` (rank_file_tensors of the rank that reads it, whose file
   // holds all its masters: file_holds_masters). The step count and the compute copies are the

@@ -7,6 +7,7 @@ packages=(
   g++ make cmake pkg-config ccache
   libeigen3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libopenblas-dev libcli11-dev nlohmann-json3-dev
+  libxxhash-dev  # XXH3, the checksum of checkpoint files
   fortunes  # the demo's English text corpus (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin
 )

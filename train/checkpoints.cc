@@ -118,7 +118,12 @@ class ShardedCheckpointer final : public Checkpointer {
         world_(state.comm->size()),
         lead_(rank_ == 0),
         plan_(translate(config, rank_, world_)),
-        writer_(config.checkpoint_buffer, *config.file_system) {}
+        writer_(config.checkpoint_buffer, *config.file_system) {
+    // The snapshot buffer, allocated and faulted in now rather than on the first save's stall.
+    if (!c_.checkpoint_dir.empty()) {
+      writer_.reserve(checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer));
+    }
+  }
 
   int64_t restore() override;
   bool due(int64_t completed, bool last) const override {
@@ -312,7 +317,7 @@ void ShardedCheckpointer::publish(bool wait) {
   std::vector<float> row(kWidth, 0.0f);
   row[0] = pending.error ? 2.0f : pending.written ? 1.0f : 0.0f;
   if (pending.written) {
-    put_u64(row, 1, pending.written->checksum);
+    put_u64(row, 1, pending.written->checksum.value);
     row[5] = static_cast<float>(pending.written->seconds);
   }
   const std::vector<float> rows = agree(row, "rank files written");
@@ -344,8 +349,11 @@ void ShardedCheckpointer::publish(bool wait) {
     try {
       json meta = save.meta;
       for (int r = 0; r < world_; ++r) {
+        // Every rank's writer checksums with the same algorithm; only the values travel.
         meta.at("files").at(static_cast<size_t>(r))["checksum"] =
-            checkpoint::checksum_text(get_u64(&rows[kWidth * static_cast<size_t>(r) + 1]));
+            checkpoint::Checksum{checkpoint::kSavedChecksum,
+                                 get_u64(&rows[kWidth * static_cast<size_t>(r) + 1])}
+                .text();
       }
       detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string(), files());
       const std::string text = meta.dump(1) + "\n";
@@ -366,10 +374,16 @@ void ShardedCheckpointer::publish(bool wait) {
   ZS_CHECK_AS(IoError, ok, "rank 0 could not publish the checkpoint of step ", completed, " in '",
               dir, "' (its error says why)");
   if (lead_) {
+    const double stall = save.stall + seconds_since(start);
     ZS_LOG_INFO(
         "saved checkpoint {} ({} ranks x {} bytes): training stalled {:.3f} s, write {:.3f} s",
-        published, world_, checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer),
-        save.stall + seconds_since(start), write_seconds);
+        published, world_, checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer), stall,
+        write_seconds);
+    if (s_.result) {
+      const checkpoint::RankFileWriter::Written& w = *save.written;
+      s_.result->saves.push_back({completed, stall, write_seconds, w.copy_seconds,
+                                  w.checksum_seconds, w.write_seconds, w.commit_seconds});
+    }
   }
 }
 
@@ -413,7 +427,7 @@ std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, co
     const json& entry = meta.at("files").at(static_cast<size_t>(rank));
     auto reader = std::make_shared<checkpoint::RankFileReader>(
         file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),
-        checkpoint::parse_checksum(entry.at("checksum").get<std::string>()), files());
+        checkpoint::Checksum::parse(entry.at("checksum").get<std::string>()), files());
     return [this, reader] {
       reader->apply(checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
     };

@@ -41,6 +41,7 @@
 #include "sharding/sharded_model.h"
 #include "train/config.h"
 #include "train/loop.h"
+#include "train/records.h"
 
 namespace zs::train {
 
@@ -70,6 +71,8 @@ struct TrainState {
   // communicator's buffer device).
   comm::Communicator* comm = nullptr;
   Allocator* compute = nullptr;
+  // Where rank 0 records each published save (TrainResult::saves); null: not recorded.
+  TrainResult* result = nullptr;
 };
 
 // Restores nothing, never saves.

@@ -172,6 +172,7 @@ class RankRun final : private StepRunner {
     state.gpt = task_->gpt() ? &task_->gpt()->config() : nullptr;
     state.comm = &comm_;
     state.compute = &compute_;
+    state.result = result_;
     checkpointer_ = make_checkpointer(c_, state);
     rank_ = std::make_unique<RankContext>(RankContext{c_, data_, comm_, lead_, tracker_, allocator_,
                                                       compute_, device_.get(), *task_, *sharded_,

@@ -31,6 +31,23 @@ struct EvalRecord {
   double accuracy = 0;    // classification: correct / examples
 };
 
+// One published checkpoint save (--checkpoint-dir), as rank 0 saw it: what its log line says,
+// with rank 0's write broken down (checkpoint/rank_file_writer.h, RankFileWriter::Written).
+struct SaveRecord {
+  int64_t step = 0;  // the completed steps it holds
+  // The training loop's time in this save: the snapshot into the write buffer, the per-step
+  // checks of whether the write is done and, where the loop had to wait for the write (with
+  // --checkpoint-async off, before the next save, at the end of the run), that wait.
+  double stall_seconds = 0;
+  double write_seconds = 0;  // the slowest rank's, from its snapshot to its file fsynced
+  // Rank 0's write: the copy into the buffer, checksumming, the file layer's writes, and the
+  // commit (fsync, rename, directory fsync).
+  double copy_seconds = 0;
+  double checksum_seconds = 0;
+  double file_write_seconds = 0;
+  double commit_seconds = 0;
+};
+
 struct TrainResult {
   int world = 1;
   int64_t parameters = 0;
@@ -50,6 +67,8 @@ struct TrainResult {
   // Restarts after failures (--max-restarts) before the run finished; `steps` and `evals` hold
   // each step once, across the attempts.
   int restarts = 0;
+  // The checkpoints this run saved, in order (of the last attempt after restarts).
+  std::vector<SaveRecord> saves;
 };
 
 }  // namespace zs::train

@@ -72,7 +72,7 @@ TEST(CheckpointDir, Fnv1a64MatchesItsTestVectors) {
   EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ull);
   // Continuing a hash equals hashing the concatenation.
   EXPECT_EQ(fnv1a64("bar", 3, fnv1a64("foo", 3)), fnv1a64("foobar", 6));
-  EXPECT_EQ(checksum_text(0xabcull), "fnv1a64:0000000000000abc");
+  EXPECT_EQ((Checksum{ChecksumAlgorithm::kFnv1a64, 0xabcull}.text()), "fnv1a64:0000000000000abc");
   EXPECT_EQ(rank_file_name(3), "rank-00003.bin");
 }
 

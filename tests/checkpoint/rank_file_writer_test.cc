@@ -4,7 +4,8 @@
 // it whole); the file holds the values at the snapshot even when the tensors change right after;
 // a write that fails is thrown by wait() naming the file, and the writer takes the next file;
 // a second snapshot before the first was waited for is refused; a writer destroyed during a write
-// leaves the whole file or nothing, never a torn one or a temporary.
+// leaves the whole file or nothing, never a torn one or a temporary; a buffer reserved ahead
+// writes the same file, and is not reallocated under a write.
 #include "checkpoint/rank_file_writer.h"
 
 #include <gtest/gtest.h>
@@ -69,10 +70,22 @@ TEST_P(RankFileWriterTest, WritesTheTensorsAtTheSnapshotWithTheirChecksum) {
     tensors[0].fill(-1.0f);
     const RankFileWriter::Written written = writer.wait();
     EXPECT_TRUE(read_bytes(path) == expected) << "buffer " << GetParam() << ", round " << round;
-    EXPECT_EQ(written.checksum, fnv1a64(expected.data(), expected.size()));
+    EXPECT_EQ(written.checksum, FileChecksum::of(expected.data(), expected.size()));
+    EXPECT_EQ(written.checksum.algorithm, ChecksumAlgorithm::kXxh3);
     EXPECT_GE(written.seconds, 0.0);
+    // The parts of the write happen within it (the copy runs alongside the writer thread).
+    EXPECT_GE(written.copy_seconds, 0.0);
+    EXPECT_LE(written.checksum_seconds + written.write_seconds + written.commit_seconds,
+              written.seconds);
     tensors[0].copy_from(first);
   }
+  // A buffer reserved ahead of the first snapshot (its pages touched) writes the same file.
+  RankFileWriter reserved(GetParam());
+  reserved.reserve(expected.size());
+  const std::string path = dir.path("reserved.bin");
+  reserved.snapshot(path, tensors);
+  EXPECT_EQ(reserved.wait().checksum, FileChecksum::of(expected.data(), expected.size()));
+  EXPECT_TRUE(read_bytes(path) == expected) << "buffer " << GetParam() << ", reserved";
 }
 
 // A buffer of one value, of three (dividing no tensor but the 1-value one), of an odd number of
@@ -106,6 +119,7 @@ TEST(RankFileWriter, OneWriteAtATime) {
   const std::string message =
       error_message<InvalidArgument>([&] { writer.snapshot(dir.path("b.bin"), tensors); });
   EXPECT_NE(message.find("waited for"), std::string::npos) << message;
+  EXPECT_THROW(writer.reserve(2 << 20), InvalidArgument);  // no reallocation under a write
   writer.wait();
   EXPECT_THROW(writer.wait(), InvalidArgument);  // nothing left to wait for
   EXPECT_THROW(RankFileWriter(2), InvalidArgument);

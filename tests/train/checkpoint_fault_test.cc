@@ -60,7 +60,8 @@ void expect_verifies(const std::string& step_dir) {
   ASSERT_EQ(meta.at("files").size(), 2u);
   for (const auto& file : meta.at("files")) {
     const std::string path = step_dir + "/" + file.at("name").get<std::string>();
-    const uint64_t checksum = checkpoint::parse_checksum(file.at("checksum").get<std::string>());
+    const checkpoint::Checksum checksum =
+        checkpoint::Checksum::parse(file.at("checksum").get<std::string>());
     EXPECT_EQ(checkpoint::verify_file(path, file.at("bytes").get<uint64_t>(), checksum), checksum)
         << path;
   }

@@ -7,7 +7,7 @@
 // (--resume auto) from what the killed one left, until one finishes. After every kill the
 // directory must hold (1) a `latest` that names a complete checkpoint, never an older one than
 // before the run, (2) only complete step directories (meta.json parses and every rank file has
-// its size and checksum, verified with the checkpoint code's own fnv1a64/checksum_text), and
+// its size and checksum, verified with the checkpoint code's own Checksum/FileChecksum), and
 // (3) a copy of it must resume with --resume auto to the end, exit 0, from exactly the step that
 // `latest` names (or the newest step directory, or from scratch), whatever .tmp-* leftovers it
 // holds. The seed is printed (rerun with ZS_KILL_SEED=<seed>); ZS_KILL_ITERATIONS changes the
@@ -119,7 +119,8 @@ std::string incomplete(const std::string& step_dir) {
         return path + " has " + std::to_string(bytes.size()) + " bytes, not " +
                entry.at("bytes").dump();
       }
-      if (checksum_text(fnv1a64(bytes.data(), bytes.size())) != entry.at("checksum")) {
+      const Checksum recorded = Checksum::parse(entry.at("checksum").get<std::string>());
+      if (FileChecksum::of(bytes.data(), bytes.size(), recorded.algorithm) != recorded) {
         return path + " does not match its checksum " + entry.at("checksum").dump();
       }
     }

@@ -5,7 +5,9 @@
 // in fp16 with the dynamic loss scaler, and with SGD's momentum; --keep-checkpoints prunes; the
 // metadata says what it covers; a corrupt or missing rank file is an error naming the file;
 // --resume auto skips a torn or corrupt checkpoint with a warning naming it; a future format
-// version, another global batch or another model is refused. Saves are asynchronous by default:
+// version, another global batch or another model is refused. Rank files carry XXH3 checksums; a
+// checkpoint with FNV-1a ones (written before) still loads, an unknown algorithm is refused by
+// name. Saves are asynchronous by default:
 // sync and async saves (and one streamed through a buffer smaller than a rank file) write the
 // same bytes and resume alike, the log line gives the stall and the write time, and a failed
 // background write (a file size limit makes it fail) stops the run naming the file, publishes
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/file_checksum.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "tests/support/corpus.h"
@@ -193,7 +196,7 @@ TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
     const auto& file = meta.at("files")[static_cast<size_t>(r)];
     const std::string path = step3(full) + "/" + file.at("name").get<std::string>();
     EXPECT_EQ(fs::file_size(path), file.at("bytes").get<uint64_t>());
-    EXPECT_EQ(file.at("checksum").get<std::string>().rfind("fnv1a64:", 0), 0u);
+    EXPECT_EQ(file.at("checksum").get<std::string>().rfind("xxh3:", 0), 0u);
   }
   // Each unit's two rank ranges split its padded buffer (stage 3).
   for (const auto& unit : meta.at("layout").at("units")) {
@@ -275,6 +278,53 @@ TEST_F(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
   const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
   EXPECT_NE(message.find("rank-00001.bin"), std::string::npos) << message;
   EXPECT_NE(message.find("checksum"), std::string::npos) << message;
+}
+
+// `step_dir`'s meta.json with every rank file's checksum recomputed with `algorithm`, or set to
+// `text` when it is given.
+void rewrite_checksums(const std::string& step_dir, checkpoint::ChecksumAlgorithm algorithm,
+                       const std::string& text = "") {
+  const std::string meta_path = step_dir + "/meta.json";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
+  for (auto& file : meta.at("files")) {
+    const std::vector<uint8_t> bytes =
+        read_bytes(step_dir + "/" + file.at("name").get<std::string>());
+    file["checksum"] =
+        text.empty() ? checkpoint::FileChecksum::of(bytes.data(), bytes.size(), algorithm).text()
+                     : text;
+  }
+  write_text(meta_path, meta.dump(1));
+}
+
+TEST_F(Checkpoints, ACheckpointWithFnv1aChecksumsStillLoads) {
+  // Checkpoints written before XXH3 carry FNV-1a checksums: they verify with FNV-1a and resume
+  // bit for bit, from the same-plan reader (stage 3 on 2 ranks) and the resharding one (1 rank).
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
+  rewrite_checksums(step3(full), checkpoint::ChecksumAlgorithm::kFnv1a64);
+  TrainConfig resumed = tiny_run(corpus, 3, DType::kF32);
+  resumed.resume = step3(full);
+  resumed.save_weights = dir.path("resumed.safetensors");
+  expect_same_steps(full.result.steps, run_training(resumed).steps, 3);
+  EXPECT_TRUE(read_bytes(full.weights) == read_bytes(resumed.save_weights));
+  TrainConfig one_rank = tiny_run(corpus, 3, DType::kF32);
+  one_rank.ranks = 1;
+  one_rank.micro_batch *= 2;  // the same global batch
+  one_rank.resume = step3(full);
+  EXPECT_EQ(run_training(one_rank).steps.size(), static_cast<size_t>(kSteps - 3));
+  // A corrupt byte is still found with FNV-1a.
+  overwrite_byte(step3(full) + "/rank-00000.bin", 64, '\x33');
+  const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(message.find("rank-00000.bin' is corrupt: its checksum is fnv1a64:"), std::string::npos)
+      << message;
+}
+
+TEST_F(Checkpoints, AnUnknownChecksumAlgorithmIsCorruptAndNamed) {
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF32);
+  rewrite_checksums(step3(full), checkpoint::ChecksumAlgorithm::kXxh3, "crc99:0123456789abcdef");
+  TrainConfig resumed = tiny_run(corpus, 3, DType::kF32);
+  resumed.resume = step3(full);
+  const std::string message = error_message<CorruptCheckpoint>([&] { run_training(resumed); });
+  EXPECT_NE(message.find("unknown checksum algorithm 'crc99'"), std::string::npos) << message;
 }
 
 TEST_F(Checkpoints, AMissingRankFileIsAnErrorNamingIt) {
@@ -389,6 +439,21 @@ TEST_F(Checkpoints, SyncAndAsyncSavesWriteTheSameFilesAndLogTheStall) {
                             " \\(2 ranks x [0-9]+ bytes\\): training stalled [0-9]+\\.[0-9]{3} s, "
                             "write [0-9]+\\.[0-9]{3} s");
       EXPECT_TRUE(std::regex_search(text, line)) << run->checkpoints << "/" << step << "\n" << text;
+    }
+    // The same figures in the result, with rank 0's write broken down.
+    ASSERT_EQ(run->result.saves.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      const SaveRecord& save = run->result.saves[i];
+      EXPECT_EQ(save.step, 3 * static_cast<int64_t>(i + 1));
+      EXPECT_GT(save.stall_seconds, 0.0);
+      EXPECT_GT(save.write_seconds, 0.0);
+      EXPECT_GT(save.copy_seconds, 0.0);
+      EXPECT_LE(save.checksum_seconds + save.file_write_seconds + save.commit_seconds,
+                save.write_seconds);
+    }
+    // A synchronous save stalls the loop for its write.
+    if (run == &sync) {
+      EXPECT_GE(sync.result.saves[0].stall_seconds, sync.result.saves[0].write_seconds);
     }
   }
   // Each resumes like the run that saved, with saves of the other kind.

@@ -139,6 +139,10 @@ TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
   // A collective of step 3 (a step issues 20: 12 all-gathers, 6 reduce-scatters, 2
   // all-reduces), after the checkpoint of step 2.
   f.comm.fail_call = 70;
+  // Synchronous saves: the checkpoint of step 2 is published before step 3 starts. An
+  // asynchronous one is published at the first step boundary after its write ends, which a save
+  // that stalls little can make later than call 70.
+  c.checkpoint_async = false;
   c.injected_faults = {f};
   expect_restarted_once_like_uninterrupted(
       c, {"restart 1 of 1 after: CommError", "fail_call", "step-000002 after 2 steps"});
