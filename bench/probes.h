@@ -123,6 +123,7 @@ class TimedBackend final : public zs::comm::Backend {
   int rank() const override { return target_->rank(); }
   int size() const override { return target_->size(); }
   const char* name() const override { return target_->name(); }
+  uint64_t bytes_copied() const override { return target_->bytes_copied(); }
 
   void all_reduce(void* data, size_t count, zs::DType dtype, zs::comm::ReduceOp op,
                   const zs::comm::Call& call) override {

@@ -28,6 +28,9 @@
 //   printed in the header (the cost of first-touching a freshly mapped page); and the share of
 //   the machine's CPU other processes took during the measured steps (the machine is shared:
 //   rows with a large share are not comparable).
+// - the step's all-gathers: MiB received and MiB the backend copied (CommStats::bytes_copied).
+// Before the sweep, one GPT block's all-gather on the same local ranks from a separate shard
+// and in place (the rank's shard is its slot of the gathered buffer): copied bytes and time.
 // Prints; never asserts.
 //
 // Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
@@ -127,6 +130,8 @@ struct RankReport {
   double comm_cpu = 0;       // its CPU time inside them
   double comm_runqueue = 0;  // communicator thread, runnable but waiting for a core
   std::array<double, 3> comm_wall_by_kind{};  // by kStepKinds
+  // The step all-gathers' bytes received and bytes the backend copied (comm.stats()).
+  uint64_t gather_received = 0, gather_copied = 0;
   // Rank 0 only, over the window (all threads of the process; the window also holds the
   // barriers between steps):
   ProcessUsage process;
@@ -134,6 +139,8 @@ struct RankReport {
   double steal_share = 0;       // hypervisor-stolen time / (cores × window)
   size_t units = 0;
 };
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // One run of one configuration (one round).
 struct Result {
@@ -145,7 +152,8 @@ struct Result {
   StepSample phases_ms;                                            // means over steps and ranks
   double comm_wall_ms = 0, comm_cpu_ms = 0, comm_runqueue_ms = 0;  // means over steps and ranks
   std::array<double, 3> comm_wall_by_kind_ms{};
-  ProcessUsage process_per_step;  // ms for cpu and system; faults per step
+  double gather_received_mib = 0, gather_copied_mib = 0;  // means over steps and ranks
+  ProcessUsage process_per_step;                          // ms for cpu and system; faults per step
   double others_cpu_share = 0;
   double steal_share = 0;
   size_t units = 0;
@@ -264,6 +272,9 @@ Result run(const RunConfig& config, const Workload& work) {
         comm.barrier()->wait();
         const double window = seconds_since(window_start);
         report.comm_runqueue = runqueue_seconds(timed->thread_id()) - comm_queued_start;
+        const zs::comm::CollectiveStats gathers = comm.stats().get(CollectiveKind::kAllGather);
+        report.gather_received = gathers.bytes_received;
+        report.gather_copied = gathers.bytes_copied;
         for (size_t k = 0; k < 3; ++k) {
           report.comm_wall_by_kind[k] = comm.stats().get(kStepKinds[k]).seconds;
           report.comm_wall += report.comm_wall_by_kind[k];
@@ -324,6 +335,9 @@ Result run(const RunConfig& config, const Workload& work) {
     result.comm_cpu_ms += r.comm_cpu * per;
     result.comm_runqueue_ms += r.comm_runqueue * per;
     for (size_t k = 0; k < 3; ++k) result.comm_wall_by_kind_ms[k] += r.comm_wall_by_kind[k] * per;
+    // per / 1e3: one over steps × ranks.
+    result.gather_received_mib += mib(r.gather_received) * per / 1e3;
+    result.gather_copied_mib += mib(r.gather_copied) * per / 1e3;
   }
   return result;
 }
@@ -335,8 +349,6 @@ std::string label(const RunConfig& c) {
          (c.stage == 3 ? (c.prefetch ? " pf" : " no-pf") : "") +
          (c.stage >= 2 ? " r" + std::to_string(c.max_reductions) : "");
 }
-
-double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -404,6 +416,8 @@ const Column kColumns[] = {
     {"rs", false, [](const Result& r) { return r.comm_wall_by_kind_ms[1]; }},
     {"ar", false, [](const Result& r) { return r.comm_wall_by_kind_ms[2]; }},
     {"ccpu", false, [](const Result& r) { return r.comm_cpu_ms; }},
+    {"agMiB", false, [](const Result& r) { return r.gather_received_mib; }},
+    {"cpMiB", false, [](const Result& r) { return r.gather_copied_mib; }},
     {"crunq", false, [](const Result& r) { return r.comm_runqueue_ms; }},
     {"pcpu", true, [](const Result& r) { return r.process_per_step.cpu; }},
     {"sys", false, [](const Result& r) { return r.process_per_step.system; }},
@@ -411,6 +425,51 @@ const Column kColumns[] = {
     {"others%", true, [](const Result& r) { return 100 * r.others_cpu_share; }},
     {"steal%", false, [](const Result& r) { return 100 * r.steal_share; }},
 };
+
+// The local all-gather of one GPT block's parameters (12·C² + 13·C fp32 elements, padded to a
+// multiple of the ranks) in its two forms, one after the other in this run: from a separate
+// shard (what every gather did before in-place gathers, and what stage 3's released units still
+// do) and in place (the shard is the rank's slot of full: stages 1/2 and units kept gathered).
+// Prints the bytes the backend copied per call and rank, and the median time of a call.
+void print_gather_forms(const Workload& work) {
+  const int ranks = work.ranks;
+  const int64_t width = work.gpt.width;
+  const int64_t block = 12 * width * width + 13 * width;
+  const int64_t shard = (block + ranks - 1) / ranks;
+  constexpr int kWarmup = 3, kReps = 21;
+  struct Form {
+    double ms = 0;
+    uint64_t copied = 0;
+  };
+  Form forms[2];  // separate, in place (rank 0's)
+  zs::comm::run_local_ranks(ranks, [&](zs::comm::Communicator& comm) {
+    zs::CpuAllocator allocator(nullptr);
+    zs::Tensor full = zs::Tensor::zeros({shard * ranks}, zs::DType::kF32, allocator, "full");
+    zs::Tensor separate = zs::Tensor::zeros({shard}, zs::DType::kF32, allocator, "shard");
+    const zs::Tensor slot = comm.rank_slice(full);
+    for (int form = 0; form < 2; ++form) {
+      const zs::Tensor& input = form == 0 ? separate : slot;
+      std::vector<double> ms;
+      for (int rep = 0; rep < kWarmup + kReps; ++rep) {
+        comm.barrier()->wait();
+        if (rep == kWarmup) comm.stats().reset();
+        const auto start = Clock::now();
+        comm.all_gather(input, full)->wait();
+        if (rep >= kWarmup) ms.push_back(1e3 * seconds_since(start));
+      }
+      if (comm.rank() == 0) {
+        forms[form].ms = median(ms);
+        forms[form].copied = comm.stats().get(CollectiveKind::kAllGather).bytes_copied / kReps;
+      }
+    }
+  });
+  std::printf(
+      "local all-gather of one block (%.2f MiB fp32) on %d ranks, per call on rank 0 (median of "
+      "%d):\n  separate shard: copied %.2f MiB, %.3f ms\n  in place:       copied %.2f MiB, "
+      "%.3f ms\n\n",
+      mib(static_cast<size_t>(shard * ranks) * 4), ranks, kReps, mib(forms[0].copied), forms[0].ms,
+      mib(forms[1].copied), forms[1].ms);
+}
 
 // Splits "a,b,c".
 std::vector<std::string> split_list(const std::string& text) {
@@ -541,6 +600,8 @@ int main(int argc, char** argv) {
       first_touch_us_per_page(), work.steps, work.warmup, rounds,
       work.allocator_cache ? "on" : "off");
 
+  print_gather_forms(work);
+
   std::vector<Runs> runs;
   for (const RunConfig& config : configs) runs.push_back({config, {}});
   for (int round = 0; round < rounds; ++round) {
@@ -628,7 +689,9 @@ int main(int argc, char** argv) {
       "  comm thread: in-col = inside step collectives (comm.stats(), incl. rendezvous waits), "
       "of which ag/rs/ar = all_gather/reduce_scatter/all_reduce;\n"
       "    ccpu = its CPU time inside them, crunq = its runqueue wait (ready to run, no free "
-      "core)\n"
+      "core);\n"
+      "    agMiB = MiB the step's all-gathers received, cpMiB = MiB the backend copied for "
+      "them (local: its transport; in-place gathers skip the rank's own slice)\n"
       "  process (all threads, per step incl. the barrier between steps): pcpu = CPU time, sys "
       "= of which kernel, faults = minor page faults\n"
       "  others%% = CPU share other processes took of the machine during the measured steps, "

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -78,7 +79,9 @@ class Backend {
 
   // In place: data holds `count` elements on every rank.
   virtual void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) = 0;
-  // shard: `count` elements; full: size()·count elements, rank-major.
+  // shard: `count` elements; full: size()·count elements, rank-major. In-place form: shard ==
+  // full + rank()·count (this rank's slot); then only the other ranks' slices are written, and
+  // the slot is read, never copied onto itself. The Communicator passes no other overlap.
   virtual void all_gather(const void* shard, void* full, size_t count, DType dtype,
                           const Call& call) = 0;
   // full: size()·count elements; shard receives this rank's reduced `count` elements.
@@ -116,6 +119,12 @@ class Backend {
   // CommTimeout once call.deadline has passed, CommError on an asynchronous error or abort.
   // Never blocks for long. Default: true (never reached, prepare() returns null).
   virtual bool poll(const Call& call);
+  // Bytes this backend has copied locally on this rank since it was made (monotonic): every
+  // memcpy from one buffer to another that its primitives do or enqueue (host or device copies,
+  // staging copies), including a transport made of copies (the local backend reads its peers'
+  // buffers). Bytes a network or NCCL moves between ranks are traffic, not copies. Read on the
+  // communicator's thread around each primitive (CommStats::bytes_copied). Default: 0.
+  virtual uint64_t bytes_copied() const { return 0; }
   // Called once on the communicator's thread, before it runs any primitive or poll() there: a
   // device backend makes its device that thread's current one (for good, so that device guards
   // on the thread restore it rather than device 0). Default: nothing.

@@ -218,11 +218,14 @@ bool Communicator::start_task(Task& task) {
   // The timeout counts from when the collective starts, not from when it was queued.
   task.call.deadline = task.started + task.timeout;
   std::exception_ptr error;
+  // The primitive copies (or, on a device, enqueues its copies) before it returns.
+  const uint64_t copied_before = backend_->bytes_copied();
   try {
     task.run(task.call);
   } catch (...) {
     error = capture_failure(task);
   }
+  task.copied = backend_->bytes_copied() - copied_before;
   if (!error && task.call.sync != nullptr) {
     task.work->mark_issued();  // wait_on() may return: the collective is on the device
     return true;
@@ -257,7 +260,7 @@ void Communicator::finish_task(Task& task, std::exception_ptr error) {
   const double seconds = std::chrono::duration<double>(Clock::now() - task.started).count();
   if (!error && task.counted) {
     const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
-    stats_.record(task.kind, traffic.sent, traffic.received, seconds);
+    stats_.record(task.kind, traffic.sent, traffic.received, task.copied, seconds);
   }
   task.run = nullptr;  // the closure holds tensor copies: release them before completing
   task.call.sync = nullptr;
@@ -308,12 +311,34 @@ WorkPtr Communicator::all_gather(const Tensor& shard, const Tensor& full,
            full.describe(), " have different dtypes");
   ZS_CHECK(full.numel() == shard.numel() * size_, "all_gather: full ", full.describe(),
            " must hold size() × shard = ", size_, " × ", shard.numel(), " elements");
+  // The in-place form, or buffers apart: a shard elsewhere inside full would be overwritten by
+  // the other ranks' slices before every peer has read it.
+  if (shard.numel() > 0 && shard.storage() == full.storage()) {
+    const size_t shard_begin = shard.offset_bytes();
+    const size_t full_begin = full.offset_bytes();
+    const bool apart =
+        shard_begin + shard.nbytes() <= full_begin || full_begin + full.nbytes() <= shard_begin;
+    ZS_CHECK(apart || shard_begin == full_begin + static_cast<size_t>(rank_) * shard.nbytes(),
+             "all_gather: shard ", shard.describe(), " overlaps full ", full.describe(),
+             " at byte offset ",
+             static_cast<long long>(shard_begin) - static_cast<long long>(full_begin),
+             ", which is not rank ", rank_, "'s slot (byte ",
+             static_cast<size_t>(rank_) * shard.nbytes(),
+             "); pass a separate shard or exactly this rank's slice (rank_slice(full))");
+  }
   const std::string desc = describe_call("all_gather", next_sequence_, full);
   return enqueue(CollectiveKind::kAllGather, desc, {shard, full}, full.nbytes(), 0, options,
                  [this, shard, full](const Call& call) {
                    backend_->all_gather(shard.raw_device_data(), full.raw_device_data(),
                                         static_cast<size_t>(shard.numel()), shard.dtype(), call);
                  });
+}
+
+Tensor Communicator::rank_slice(const Tensor& full) const {
+  ZS_CHECK(full.defined() && full.numel() % size_ == 0, "rank_slice: ", full.describe(),
+           " does not split into ", size_, " equal slices; pad it to a multiple of the group size");
+  const int64_t count = full.numel() / size_;
+  return full.slice(count * rank_, {count});
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& full, const Tensor& shard, ReduceOp op,

@@ -96,9 +96,19 @@ class Communicator {
   // In place over `tensor` (every rank passes the same shape and dtype).
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op, const CollectiveOptions& options = {});
   // full = concat over ranks of shard (rank-major); full.numel() == size() · shard.numel().
+  // In-place form: `shard` is this rank's slice of `full` (a view of full's storage at element
+  // rank() · shard.numel(); make it with rank_slice()). The rank's slice is then already where
+  // it belongs and only the other ranks' slices are moved: the local backend copies (N−1)/N of
+  // full instead of all of it, mpi sends from the slot and copies nothing (MPI_IN_PLACE's
+  // semantics), nccl runs ncclAllGather's in-place form (sendbuff == recvbuff + rank·count).
+  // Any other overlap of shard and full is an InvalidArgument.
   WorkPtr all_gather(const Tensor& shard, const Tensor& full,
                      const CollectiveOptions& options = {});
-  // shard = this rank's slice of the reduction of full over ranks.
+  // This rank's slice of `full` split over size() ranks: the in-place all_gather's shard. A view
+  // (shares full's storage). Throws InvalidArgument unless size() divides full.numel().
+  Tensor rank_slice(const Tensor& full) const;
+  // shard = this rank's slice of the reduction of full over ranks. shard may be a slice of full
+  // (rank_slice(full): the reduced slice lands where it lies).
   WorkPtr reduce_scatter(const Tensor& full, const Tensor& shard, ReduceOp op,
                          const CollectiveOptions& options = {});
   WorkPtr broadcast(const Tensor& tensor, int root, const CollectiveOptions& options = {});
@@ -141,6 +151,7 @@ class Communicator {
     Clock::time_point started{};  // when the communicator thread started it
     bool oldest = false;          // its deadline was restarted when it became the oldest in flight
     bool counted = true;          // false for flush(): not a collective, not in stats()
+    uint64_t copied = 0;  // what the backend copied locally while running it (bytes_copied())
   };
   WorkPtr enqueue(CollectiveKind kind, std::string description, std::vector<Tensor> buffers,
                   uint64_t bytes, int root, const CollectiveOptions& options,

@@ -43,6 +43,7 @@ class FaultInjectingBackend final : public Backend {
   int rank() const override { return target_->rank(); }
   int size() const override { return target_->size(); }
   const char* name() const override { return target_->name(); }
+  uint64_t bytes_copied() const override { return target_->bytes_copied(); }
 
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) override;
   void all_gather(const void* shard, void* full, size_t count, DType dtype,

@@ -8,13 +8,23 @@
 
 namespace zs::comm {
 
+CollectiveStats& CollectiveStats::operator+=(const CollectiveStats& other) {
+  calls += other.calls;
+  bytes_sent += other.bytes_sent;
+  bytes_received += other.bytes_received;
+  bytes_copied += other.bytes_copied;
+  seconds += other.seconds;
+  return *this;
+}
+
 void CommStats::record(CollectiveKind kind, uint64_t bytes_sent, uint64_t bytes_received,
-                       double seconds) {
+                       uint64_t bytes_copied, double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   CollectiveStats& s = by_kind_[static_cast<int>(kind)];
   s.calls += 1;
   s.bytes_sent += bytes_sent;
   s.bytes_received += bytes_received;
+  s.bytes_copied += bytes_copied;
   s.seconds += seconds;
 }
 
@@ -26,12 +36,7 @@ CollectiveStats CommStats::get(CollectiveKind kind) const {
 CollectiveStats CommStats::total() const {
   std::lock_guard<std::mutex> lock(mutex_);
   CollectiveStats t;
-  for (const auto& s : by_kind_) {
-    t.calls += s.calls;
-    t.bytes_sent += s.bytes_sent;
-    t.bytes_received += s.bytes_received;
-    t.seconds += s.seconds;
-  }
+  for (const auto& s : by_kind_) t += s;
   return t;
 }
 
@@ -43,22 +48,24 @@ void CommStats::reset() {
 std::string CommStats::table() const {
   std::ostringstream out;
   char line[160];
-  std::snprintf(line, sizeof line, "  %-15s %8s %14s %14s %10s\n", "collective", "calls", "sent",
-                "received", "ms");
+  std::snprintf(line, sizeof line, "  %-15s %8s %14s %14s %14s %10s\n", "collective", "calls",
+                "sent", "received", "copied", "ms");
   out << line;
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     const CollectiveStats s = get(static_cast<CollectiveKind>(k));
     if (s.calls == 0) continue;
-    std::snprintf(line, sizeof line, "  %-15s %8llu %14s %14s %10.1f\n",
+    std::snprintf(line, sizeof line, "  %-15s %8llu %14s %14s %14s %10.1f\n",
                   collective_name(static_cast<CollectiveKind>(k)),
                   static_cast<unsigned long long>(s.calls), format_bytes(s.bytes_sent).c_str(),
-                  format_bytes(s.bytes_received).c_str(), s.seconds * 1e3);
+                  format_bytes(s.bytes_received).c_str(), format_bytes(s.bytes_copied).c_str(),
+                  s.seconds * 1e3);
     out << line;
   }
   const CollectiveStats t = total();
-  std::snprintf(line, sizeof line, "  %-15s %8llu %14s %14s %10.1f\n", "total",
+  std::snprintf(line, sizeof line, "  %-15s %8llu %14s %14s %14s %10.1f\n", "total",
                 static_cast<unsigned long long>(t.calls), format_bytes(t.bytes_sent).c_str(),
-                format_bytes(t.bytes_received).c_str(), t.seconds * 1e3);
+                format_bytes(t.bytes_received).c_str(), format_bytes(t.bytes_copied).c_str(),
+                t.seconds * 1e3);
   out << line;
   return out.str();
 }

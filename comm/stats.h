@@ -1,6 +1,7 @@
 // CommStats: per collective kind, the number of calls, the bytes this rank sent and received
 // (by the algorithm's definition — e.g. a ring all-reduce of B bytes over N ranks sends and
-// receives 2·(N−1)/N·B), and the time the communicator thread spent running them.
+// receives 2·(N−1)/N·B), the bytes the backend copied locally on this rank (measured, not a
+// formula: Backend::bytes_copied()), and the time the communicator thread spent running them.
 // Resettable (per step); printable as a table. Thread-safe.
 #pragma once
 
@@ -17,12 +18,20 @@ struct CollectiveStats {
   uint64_t calls = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  // Bytes the backend copied from one buffer to another on this rank: the local backend's
+  // reads of its peers' buffers (its transport) and of its own, the mpi backend's staging and
+  // own-slice copies, the nccl backend's device copies. An in-place all-gather copies only the
+  // other ranks' slices on local, and nothing on mpi and nccl (their transport writes them).
+  uint64_t bytes_copied = 0;
   double seconds = 0;
+
+  CollectiveStats& operator+=(const CollectiveStats& other);
 };
 
 class CommStats {
  public:
-  void record(CollectiveKind kind, uint64_t bytes_sent, uint64_t bytes_received, double seconds);
+  void record(CollectiveKind kind, uint64_t bytes_sent, uint64_t bytes_received,
+              uint64_t bytes_copied, double seconds);
   CollectiveStats get(CollectiveKind kind) const;
   CollectiveStats total() const;
   void reset();

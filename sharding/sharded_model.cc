@@ -24,11 +24,16 @@ struct ShardedModel::Unit : UnitPlan {
   int64_t own_begin = 0;  // the rank's master elements in the flat buffer: [own_begin, + master)
   std::shared_ptr<Storage> full_storage;  // the unit's full (gathered) parameters, param_dtype
   Tensor full;                            // flat view of full_storage
-  Tensor master;         // fp32: stage 0 the whole flat buffer (= full in fp32), else the slice
-  Tensor compute_shard;  // stages 1–3: the slice in param_dtype, source of the all-gathers
-  Tensor grad_full;      // flat gradient buffer (param_dtype) the parameters' gradients view
-  Tensor grad;           // fp32 accumulated reduced gradient of master's elements
-  Tensor reduced;        // the collective's output when it cannot write into grad directly
+  // fp32: stage 0 the whole flat buffer (= full in fp32), else the rank's slice — in fp32 a view
+  // of full's slot where full persists (the optimizer updates it where the model reads it).
+  Tensor master;
+  // Stages 1–3: the slice in param_dtype, source of the all-gathers. Where full persists
+  // (stays_gathered) it is full's own slot, so the gathers are in place; at stage 3 (full
+  // released after use) a buffer of its own (in fp32 the master itself).
+  Tensor compute_shard;
+  Tensor grad_full;  // flat gradient buffer (param_dtype) the parameters' gradients view
+  Tensor grad;       // fp32 accumulated reduced gradient of master's elements
+  Tensor reduced;    // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
   comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
@@ -162,17 +167,22 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     const int64_t own_begin = u.own_begin;
     const int64_t own_end = own_begin + policy_.master_numel(u.padded, u.shard);
     const bool fp32_params = param_dtype == DType::kF32;
+    // The rank's slot of the full buffer, where the full buffer persists: the compute shard
+    // (and in fp32 the master) live there, so after_step's all-gathers are in place and no
+    // separate copy of the rank's slice exists.
+    const bool shard_in_full = policy_.masters_sharded && u.stays_gathered;
     if (!policy_.masters_sharded) {
       u.master = fp32_params
                      ? u.full
                      : Tensor::empty({u.padded}, DType::kF32, allocator,
                                      MemoryCategory::kMasterWeights, "unit " + u.name + " master");
+    } else if (shard_in_full && fp32_params) {
+      u.master = shard_comm_->rank_slice(u.full);
     } else {
-      // In fp32, a shard whose full parameters do not persist (stage 3) is the parameter itself;
+      // In fp32 at stage 3 (full released after use) the shard is the parameter itself;
       // otherwise it is a master copy.
-      const MemoryCategory category = !policy_.full_params_persist && fp32_params
-                                          ? MemoryCategory::kParameters
-                                          : MemoryCategory::kMasterWeights;
+      const MemoryCategory category =
+          fp32_params ? MemoryCategory::kParameters : MemoryCategory::kMasterWeights;
       u.master = Tensor::zeros({u.shard}, DType::kF32, allocator, category,
                                "unit " + u.name + " master shard");
     }
@@ -181,8 +191,11 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     std::vector<float> host_master;
     if (on_device_) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
     float* master = on_device_ ? host_master.data() : u.master.data<float>();
-    // (Tensor::zeros made the sharded masters; stage 0's may be the uninitialized full buffer.)
-    if (!policy_.masters_sharded && !on_device_) std::fill(master, master + u.padded, 0.0f);
+    // (Tensor::zeros made the separate shards; stage 0's master and a master in the slot of the
+    // uninitialized full buffer start from zeros here.)
+    if ((!policy_.masters_sharded || u.master.storage() == u.full_storage) && !on_device_) {
+      std::fill(master, master + u.master.numel(), 0.0f);
+    }
     ShardView local;
     local.name = u.name;
     local.gate = step_order_;
@@ -215,18 +228,24 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     shards_.push_back(local);
 
     // Compute copies: stage 0 casts the master into the full buffer; stages 1–3 keep the slice
-    // in param_dtype; stages 1/2 gather the full parameters once now, stage 3 just in time.
-    if (policy_.masters_sharded) {
+    // in param_dtype (the full buffer's own slot where it persists); those units gather their
+    // full parameters once now, in place, the others (stage 3) just in time.
+    if (shard_in_full) {
+      u.compute_shard = fp32_params ? u.master : shard_comm_->rank_slice(u.full);
+    } else if (policy_.masters_sharded) {
       u.compute_shard =
           fp32_params ? u.master
                       : Tensor::empty({u.shard}, param_dtype, allocator,
                                       MemoryCategory::kParameters, "unit " + u.name + " shard");
     }
     refresh_compute_copy(u);
-    if (!policy_.full_params_persist) {
+    if (!u.stays_gathered) {
       u.full_storage->release();
-      if (u.stays_gathered) gather(u);  // gathered for good
     } else if (policy_.masters_sharded) {
+      if (!policy_.full_params_persist) {  // stage 3's units kept gathered count as live
+        live_gathered_bytes_ += u.full_bytes;
+        peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+      }
       shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
     }
 
@@ -512,11 +531,11 @@ void ShardedModel::refresh_full_parameters() {
   // when next used.
   std::vector<comm::WorkPtr> works;
   for (auto& u : units_) {
-    refresh_compute_copy(*u);
-    if (u->gathering) {  // never write memory a collective is still writing
+    if (u->gathering) {  // never write memory a collective is still writing (or reading)
       u->gathering->wait_on(compute_stream());
       u->gathering = nullptr;
     }
+    refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
       works.push_back(
           shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));

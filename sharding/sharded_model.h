@@ -36,24 +36,33 @@
 //   stage | parameters          | gradients                    | master_weights | optimizer_state
 //   0 fp32| 4Ψ (= the masters)  | 4Ψ                           | 0              | 8Ψ
 //   0 mixd| pΨ                  | pΨ + 4Ψ (fp32 accumulator)   | 4Ψ             | 8Ψ
-//   1 fp32| 4Ψ                  | 4Ψ + 4Ψ/N (fp32 shard)       | 4Ψ/N           | 8Ψ/N
-//   1 mixd| pΨ + pΨ/N (the      | pΨ + 4Ψ/N                    | 4Ψ/N           | 8Ψ/N
-//         | compute-dtype shard the all-gathers read)
-//   2 fp32| 4Ψ                  | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
-//   2 mixd| pΨ + pΨ/N           | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
+//   1 fp32| 4Ψ (the masters are | 4Ψ + 4Ψ/N (fp32 shard)       | 0              | 8Ψ/N
+//         | its slots)          |                              |                |
+//   1 mixd| pΨ                  | pΨ + 4Ψ/N                    | 4Ψ/N           | 8Ψ/N
+//   2 fp32| 4Ψ (ditto)          | 4Ψ/N                         | 0              | 8Ψ/N
+//   2 mixd| pΨ                  | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
 //   3 fp32| 4Ψ/N (= the masters)| 4Ψ/N                         | 0              | 8Ψ/N
 //   3 mixd| pΨ/N                | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
 //
-// Totals. fp32: 16Ψ, 8Ψ + 16Ψ/N, 4Ψ + 16Ψ/N, 16Ψ/N. Mixed: (2p + 16)Ψ, 2pΨ + (16 + p)Ψ/N,
-// pΨ + (16 + p)Ψ/N, (16 + p)Ψ/N. Against the ZeRO paper's 2Ψ + 2Ψ + 12Ψ (p = 2: 16Ψ,
+// In-place gathers: where a unit's full parameters persist (stages 1/2, and stage 3's units
+// kept gathered), the rank's slice in param_dtype is the full buffer's own slot (a view,
+// Communicator::rank_slice), so after_step casts the master into it (mixed) or the optimizer
+// updates it there (fp32: the master is that slot) and the all-gathers are in place: they move
+// only the other ranks' slices, and no separate copy of the rank's slice exists. Stage 3's
+// released units cannot hold their shard in a buffer that is freed after use: their shard is a
+// buffer of its own (in fp32 the master), and their all-gathers copy it into its slot.
+//
+// Totals. fp32: 16Ψ, 8Ψ + 12Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N. Mixed: (2p + 16)Ψ, 2pΨ + 16Ψ/N,
+// pΨ + 16Ψ/N, (16 + p)Ψ/N. Against the ZeRO paper's 2Ψ + 2Ψ + 12Ψ (p = 2: 16Ψ,
 // 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N): gradients accumulate in fp32 shards (4Ψ/N, not 2Ψ/N), stage
-// 0 keeps its compute gradients beside the fp32 ones, stage 1 keeps the full compute gradients
-// (it reduce-scatters at the end of backward), and mixed stages 1/2 keep the compute-dtype
-// shard. During a step, stages 2/3 add one unit's full gradient (pΨ_u) per unit in backward,
+// 0 keeps its compute gradients beside the fp32 ones, and stage 1 keeps the full compute
+// gradients (it reduce-scatters at the end of backward). During a step, stages 2/3 add one
+// unit's full gradient (pΨ_u) per unit in backward,
 // each alive until its reduction has read it (at most max_reductions_in_flight of those
 // besides the units still in backward), stage 3 its gathered units (pΨ_u each, at most
 // max_live_gathered_bytes plus one unit), and
-// comm_buffers hold reduce_dtype copies where it differs from param_dtype.
+// comm_buffers hold reduce_dtype copies where it differs from param_dtype. Stage 3's units
+// kept gathered hold pΨ_u in parameters (their slot is the shard) instead of pΨ_u/N.
 // tests/sharding/mixed_precision_test.cc checks the table exactly.
 //
 // Devices: with a CudaAllocator (cuda:N) the communicator must move tensors on the same GPU

@@ -261,16 +261,12 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
   return peak;
 }
 
-void offload_optimizer(CategoryBytes& device, const MemoryModelConfig& config,
-                       const sharding::StagePolicy& policy, const Sizes& sizes) {
-  uint64_t shard_bytes = 0;
-  for (uint64_t s : sizes.shard) shard_bytes += s * 4;
+// Where the fp32 master doubled as the compute copy (fp32 at every stage: the full buffer, its
+// slot, or stage 3's parameter shard) that copy stays in parameters on the device; the master
+// the optimizer updates moves to the host with its state.
+void offload_optimizer(CategoryBytes& device) {
   device[kMaster] = 0;
   device[kOptim] = 0;
-  // Stages 1/2 in fp32 computed from the master shard itself: the device keeps a copy of it.
-  if (config.param_dtype == DType::kF32 && policy.masters_sharded && policy.full_params_persist) {
-    device[kParams] += shard_bytes;
-  }
 }
 
 }  // namespace
@@ -344,13 +340,16 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
         break;
       case 1:
       case 2:
-        steady[kParams] += full + (fp32_params ? 0 : shard * sizes.p);
-        steady[kMaster] += 4 * shard;
+        // The compute shard is the full buffer's own slot (in-place gathers); in fp32 so is the
+        // master.
+        steady[kParams] += full;
+        steady[kMaster] += fp32_params ? 0 : 4 * shard;
         steady[kGrads] += (stage == 1 ? full : 0) + 4 * shard;
         break;
       case 3:
-        // In fp32 the master shard is the parameter shard the all-gathers read.
-        steady[kParams] += (fp32_params ? 4 * shard : shard * sizes.p) + (kept ? full : 0);
+        // In fp32 the master shard is the parameter shard the all-gathers read; a unit kept
+        // gathered holds its shard in its full buffer's slot instead.
+        steady[kParams] += kept ? full : (fp32_params ? 4 * shard : shard * sizes.p);
         steady[kMaster] += fp32_params ? 0 : 4 * shard;
         steady[kGrads] += 4 * shard;
         break;
@@ -400,7 +399,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     }
     for (CategoryBytes* device :
          {&estimate.steady, &estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
-      offload_optimizer(*device, config, policy, sizes);
+      offload_optimizer(*device);
     }
   }
   return estimate;

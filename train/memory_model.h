@@ -8,11 +8,13 @@
 // padded elements and S = P / N elements per rank (N = the ranks sharing the shards: the world,
 // or the hybrid group), p/r = bytes of param_dtype/reduce_dtype:
 //
-//   parameters       stage 0: P·p. Stages 1/2: P·p, plus S·p (the compute copy of the shard)
-//                    unless p = 4. Stage 3: 4S in fp32 (the master shard is the parameter the
-//                    all-gathers read), else S·p; plus the gathered units while they are live.
-//   master_weights   stage 0: 4P unless p = 4 (then the parameters are the master). Stages 1/2:
-//                    4S. Stage 3: 4S unless p = 4.
+//   parameters       stage 0: P·p. Stages 1/2: P·p (the compute copy of the shard is the full
+//                    buffer's own slot: in-place gathers). Stage 3: 4S in fp32 (the master
+//                    shard is the parameter the all-gathers read), else S·p; a unit kept
+//                    gathered P·p instead (its slot is the shard); plus the gathered units
+//                    while they are live.
+//   master_weights   4P at stage 0, else 4S — unless p = 4, where the parameters hold the
+//                    master (stage 0's full buffer, stages 1/2's slot, stage 3's shard): 0.
 //   gradients        stage 0: P·p, plus an fp32 accumulator 4P unless fp32 reduces in place;
 //                    with accumulation in fp32, a 4P micro-batch buffer that lives until the
 //                    next step's backward. Stage 1: P·p + 4S. Stages 2/3: 4S, plus P·p per unit

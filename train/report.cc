@@ -106,31 +106,34 @@ std::string traffic_table(const StepTraffic& measured, const TrafficFormula& for
                 static_cast<long long>(formula.micro_batches),
                 formula.micro_batches == 1 ? "" : "es");
   out << line;
-  std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %12s %10s\n", "collective", "calls",
-                "sent", "formula", "difference", "ms");
+  std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %12s %12s %10s\n", "collective", "calls",
+                "sent", "formula", "difference", "copied", "ms");
   out << line;
-  uint64_t total_sent = 0, total_formula = 0;
+  uint64_t total_sent = 0, total_formula = 0, total_copied = 0;
   for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
     const auto kind = static_cast<comm::CollectiveKind>(k);
     const comm::CollectiveStats& s = measured[k];
     if (s.calls == 0 && expected[k] == 0) continue;
     total_sent += s.bytes_sent;
     total_formula += expected[k];
+    total_copied += s.bytes_copied;
     const long long diff =
         static_cast<long long>(s.bytes_sent) - static_cast<long long>(expected[k]);
-    std::snprintf(line, sizeof line, "  %-15s %7llu %14s %14s %+12lld %10.1f\n",
+    std::snprintf(line, sizeof line, "  %-15s %7llu %14s %14s %+12lld %12s %10.1f\n",
                   comm::collective_name(kind), static_cast<unsigned long long>(s.calls),
                   format_bytes(s.bytes_sent).c_str(), format_bytes(expected[k]).c_str(), diff,
-                  s.seconds * 1e3);
+                  format_bytes(s.bytes_copied).c_str(), s.seconds * 1e3);
     out << line;
   }
-  std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %+12lld\n", "total", "",
+  std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %+12lld %12s\n", "total", "",
                 format_bytes(total_sent).c_str(), format_bytes(total_formula).c_str(),
-                static_cast<long long>(total_sent) - static_cast<long long>(total_formula));
+                static_cast<long long>(total_sent) - static_cast<long long>(total_formula),
+                format_bytes(total_copied).c_str());
   out << line;
   out << "  (formula: units' padded sizes through the stage's collectives; the differences are "
          "the run's own small all-reduces: the logged loss, the grad norm, the fp16 overflow "
-         "flag)\n";
+         "flag. copied: what the backend copied locally on this rank, measured — on local its "
+         "transport; an in-place all-gather skips the rank's own slice)\n";
   return out.str();
 }
 

@@ -40,12 +40,7 @@ void RunReport::after_step(const StepRecord& /*record*/, bool last) {
   if (sharded.replica_group()) groups.push_back(sharded.replica_group());
   for (comm::Communicator* group_comm : groups) {
     const StepTraffic group = snapshot(group_comm->stats());
-    for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
-      step_traffic_[k].calls += group[k].calls;
-      step_traffic_[k].bytes_sent += group[k].bytes_sent;
-      step_traffic_[k].bytes_received += group[k].bytes_received;
-      step_traffic_[k].seconds += group[k].seconds;
-    }
+    for (int k = 0; k < comm::kNumCollectiveKinds; ++k) step_traffic_[k] += group[k];
   }
   have_step_traffic_ = true;
   if (!rank_.config.profile_memory.empty()) {

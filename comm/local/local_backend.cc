@@ -40,10 +40,6 @@ constexpr size_t kSliceAlign = 32;
 // rank threads than cores).
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 
-inline void copy_bytes(void* dst, const void* src, size_t bytes) {
-  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Shared state.
 
@@ -238,6 +234,7 @@ class LocalBackend final : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "local"; }
+  uint64_t bytes_copied() const override { return bytes_copied_; }
 
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) override {
     Posting p = posting(call, count, dtype);
@@ -279,6 +276,7 @@ class LocalBackend final : public Backend {
     p.out = full;
     const Posting* all = enter(p, call);
     const size_t bytes = count * dtype_size(dtype);
+    // In place (shard is this rank's slot), copy_bytes skips this rank's own slice.
     for (int q = 0; q < size_; ++q) {
       copy_bytes(static_cast<char*>(full) + q * bytes, all[q].in, bytes);
     }
@@ -517,6 +515,14 @@ class LocalBackend final : public Backend {
   void abort(const std::string& reason) override { group_->abort_from(reason, rank_); }
 
  private:
+  // Every copy of the backend goes through here: it skips a copy onto itself (the in-place
+  // forms) and counts the rest (bytes_copied()).
+  void copy_bytes(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0 || dst == src) return;
+    std::memcpy(dst, src, bytes);
+    bytes_copied_ += bytes;
+  }
+
   Posting posting(const Call& call, size_t count, DType dtype) const {
     Posting p;
     p.kind = call.kind;
@@ -694,6 +700,7 @@ class LocalBackend final : public Backend {
   const int size_;
   uint64_t generation_ = 0;        // group collectives entered (and not retracted)
   uint64_t phase_ = 0;             // post-commit rendezvous passed
+  uint64_t bytes_copied_ = 0;      // by this rank's primitives, on its communicator's thread
   std::vector<Posting> postings_;  // this rank's copy of the committed postings
 };
 

@@ -11,6 +11,8 @@
 // CommError naming rank 0's call and the first differing rank's call). Ranks then read their
 // peers' buffers directly — no staging copies — and a final rendezvous keeps every buffer alive
 // until all ranks have finished reading it.
+// - all_gather: each rank copies every rank's shard into its own full buffer; in the in-place
+//   form (the shard is the rank's slot of full) all but its own, (N−1)/N of full.
 // - all_reduce: rank s reduces the s-th contiguous slice of the element range over ranks
 //   0, 1, …, N−1 in that order, into its own buffer; after a middle rendezvous every rank copies
 //   the other slices from their owners. The per-element arithmetic is exactly that of
@@ -19,7 +21,8 @@
 //   runtime/half.h), accumulated in fp32 and rounded once (nearest even). avg = the fp32 sum
 //   divided by N in fp32 (not multiplied by 1/N), then rounded once to fp16/bf16. int32 and
 //   int64 sums wrap modulo 2^32 and 2^64 (overflow is the caller's problem); their avg is the
-//   wrapped sum divided by N with C++ `/` (truncation toward zero). max/min compare in the element type's value.
+//   wrapped sum divided by N with C++ `/` (truncation toward zero). max/min compare in the element
+//   type's value.
 // - send/recv are eager: if the receiver is already waiting in the matching recv, send copies
 //   straight into its buffer; otherwise send copies the data into the receiver's mailbox (one
 //   FIFO per sender) and returns. So send never waits for the receiver, and two ranks that both
@@ -32,6 +35,9 @@
 // call's deadline. A timeout throws CommTimeout naming the collective, its sequence number, this
 // rank, the sizes, and which ranks have not arrived (with the last call each of them issued on
 // this group). abort(reason) fails every pending and future call of the group with CommError.
+//
+// The transport is memcpy, so bytes_copied() counts every byte a rank's primitives copy: its
+// peers' data it reads into its buffers, eager send/recv staging, its own data moved in place.
 //
 // Each rank's buffers must be its own (two ranks must not pass the same memory).
 #pragma once

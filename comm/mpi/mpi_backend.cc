@@ -442,6 +442,7 @@ void MpiBackend::gather_slices(const void* own, void* full, const std::vector<si
     // Sent from a copy: the receives may overwrite `own` before the sends have read it.
     pending->staging.assign(static_cast<const unsigned char*>(own),
                             static_cast<const unsigned char*>(own) + own_bytes);
+    bytes_copied_ += own_bytes;
     send = pending->staging.data();
   }
   pending->requests.reserve(2 * static_cast<size_t>(size_));  // no reallocation: MPI holds them
@@ -472,6 +473,7 @@ void MpiBackend::gather_slices(const void* own, void* full, const std::vector<si
   // component), which measured 5–10% faster at 16 MiB on 2 ranks than copying it first.
   if (own != own_slot && own_bytes > 0) {
     std::memmove(own_slot, pending->staging.empty() ? own : pending->staging.data(), own_bytes);
+    bytes_copied_ += own_bytes;
   }
 }
 
@@ -631,6 +633,7 @@ void MpiBackend::gather(const void* in, void* out, size_t count, DType dtype, in
   } else if (rank_ == root && overlaps(in, bytes, out, bytes * size_)) {
     pending->staging.assign(static_cast<const unsigned char*>(in),
                             static_cast<const unsigned char*>(in) + bytes);
+    bytes_copied_ += bytes;
     send = pending->staging.data();
   }
   {
@@ -658,6 +661,7 @@ void MpiBackend::scatter(const void* in, void* out, size_t count, DType dtype, i
   } else if (rank_ == root && overlaps(in, bytes * size_, out, bytes)) {
     pending->staging.assign(static_cast<const unsigned char*>(in),
                             static_cast<const unsigned char*>(in) + bytes * size_);
+    bytes_copied_ += bytes * size_;
     send = pending->staging.data();
   }
   {

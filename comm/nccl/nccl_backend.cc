@@ -528,6 +528,8 @@ void NcclBackend::all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
 
 void NcclBackend::all_gather(const void* shard, void* full, size_t count, DType dtype,
                              const Call& call) {
+  // A shard at full + rank·count is ncclAllGather's documented in-place form: NCCL then sends
+  // the slot from where it lies and writes only the other ranks' slices.
   run(call, describe(call, count, dtype, ""), [&](cudaStream_t stream) {
     return ZS_NCCL_CHECK(ncclAllGather(shard, full, count, nccl_type(dtype), comm_, stream));
   });
@@ -584,8 +586,14 @@ ncclResult_t NcclBackend::exchange_with_root(bool to_root, const void* in, void*
       void* gathered = to_root ? static_cast<char*>(out) + offset : nullptr;
       const void* scattered = to_root ? nullptr : static_cast<const char*>(in) + offset;
       if (q == rank_) {
-        ZS_CUDA_CHECK(cudaMemcpyAsync(to_root ? gathered : out, to_root ? in : scattered,
-                                      piece_bytes, cudaMemcpyDeviceToDevice, stream));
+        void* own_dst = to_root ? gathered : out;
+        const void* own_src = to_root ? in : scattered;
+        // The root's own slice already in place (a slice of the full buffer): nothing to copy.
+        if (own_dst != own_src && piece_bytes > 0) {
+          ZS_CUDA_CHECK(
+              cudaMemcpyAsync(own_dst, own_src, piece_bytes, cudaMemcpyDeviceToDevice, stream));
+          bytes_copied_ += piece_bytes;
+        }
       } else if (to_root) {
         ZS_NCCL_CHECK(ncclRecv(gathered, count, type, q, comm_, stream));
       } else {

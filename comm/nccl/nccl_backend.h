@@ -128,6 +128,10 @@ class NcclBackend final : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "nccl"; }
+  // The device copies this backend enqueues itself (the root's own slice of gather/scatter).
+  // What NCCL copies inside its kernels is NCCL's: an out-of-place all_gather's own slice is
+  // not seen, and the in-place form (Communicator::rank_slice) needs no such copy.
+  uint64_t bytes_copied() const override { return bytes_copied_; }
 
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const Call& call) override;
   void all_gather(const void* shard, void* full, size_t count, DType dtype,
@@ -204,6 +208,7 @@ class NcclBackend final : public Backend {
   NcclBackendOptions options_;
   int rank_ = 0;
   int size_ = 1;
+  uint64_t bytes_copied_ = 0;  // see bytes_copied(); on the communicator's thread
   zs::cuda::Stream stream_;
   zs::cuda::Event done_;  // completion of blocking primitives (a pipelined one has its own)
   // fp32 buffers of half-precision reductions; on stream_, so declared after it (and destroyed

@@ -20,7 +20,8 @@
 //   two), then rounded once to fp16/bf16. A backend must divide, not multiply by 1/size().
 //   int32/int64: the integer sum divided by size() with C++ `/` (truncation toward zero).
 // - max / min: exact. Integer sums: exact (the codes cannot overflow).
-// - reduce_scatter/all_gather: the size list is the per-rank shard size.
+// - reduce_scatter/all_gather: the size list is the per-rank shard size. all_gather runs twice:
+//   from a separate shard, and in place (the shard is the rank's slot of full).
 // - broadcast, gather, scatter: run once from every root.
 // - send/recv: a ring (rank r sends to r+1 and receives from r−1); even ranks send first and odd
 //   ranks receive first, so the ring cannot deadlock even if a backend's send waits for the
@@ -343,6 +344,20 @@ class Suite {
         plain_reference(dtype, size_, n, [&](int q, size_t i) { return code(q, i, salt); }));
   }
 
+  // The in-place form: the shard is this rank's slot of full (Communicator::rank_slice). The
+  // other slots start as sentinels, which the gather must overwrite; the rank's own must stay.
+  void all_gather_in_place(DType dtype, int64_t count, int salt) {
+    const size_t n = static_cast<size_t>(count);
+    Tensor full = buffer(count * size_, dtype, "all_gather_in_place.full");
+    fill_sentinel(full);
+    Tensor shard = comm_.rank_slice(full);
+    fill_codes(data(shard), dtype, n, [&](size_t j) { return code(rank_, j, salt); });
+    comm_.all_gather(shard, full, options_.collective)->wait();
+    expect_equal_bits(
+        label("all_gather (in place)", nullptr, dtype, count, -1, comm_), full,
+        plain_reference(dtype, size_, n, [&](int q, size_t i) { return code(q, i, salt); }));
+  }
+
   void broadcast(DType dtype, int64_t count, int salt) {
     const size_t n = static_cast<size_t>(count);
     for (int root = 0; root < size_; ++root) {
@@ -435,6 +450,8 @@ class Suite {
         reduce_scatter(dtype, count, salt);
         salt += 4;
         all_gather(dtype, count, salt);
+        salt += 1;
+        all_gather_in_place(dtype, count, salt);
         salt += 1;
         broadcast(dtype, count, salt);
         salt += size_;

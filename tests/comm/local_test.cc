@@ -334,6 +334,50 @@ TEST(LocalStats, BytesEqualCollectiveTrafficOnThreeRanks) {
   });
 }
 
+// The local backend's transport is memcpy, so CommStats::bytes_copied is every byte it moves.
+// An all-gather from a separate shard copies all of full (its own slice too); the in-place form
+// (the shard is the rank's slot of full) copies the other ranks' slices only: (N−1)/N of the
+// unit's bytes, at N = 2, 3, 4, and the same bits.
+TEST(LocalStats, InPlaceAllGatherCopiesTheOtherRanksSlicesOnly) {
+  for (int n : {2, 3, 4}) {
+    run_local_ranks(n, [n](Communicator& comm) {
+      const int rank = comm.rank();
+      CpuAllocator allocator(nullptr);
+      const int64_t shard = 1000;
+      const uint64_t full_bytes = static_cast<uint64_t>(shard * n) * 4;
+      Tensor separate = make(allocator, shard, DType::kF32, "separate shard");
+      Tensor gathered = make(allocator, shard * n, DType::kF32, "gathered");
+      Tensor full = make(allocator, shard * n, DType::kF32, "full");
+      Tensor own = comm.rank_slice(full);
+      EXPECT_EQ(own.storage(), full.storage());
+      EXPECT_EQ(own.offset_bytes(), static_cast<size_t>(rank * shard) * 4);
+      for (int64_t i = 0; i < shard; ++i) {
+        separate.data<float>()[i] = static_cast<float>(rank * shard + i);
+        own.data<float>()[i] = static_cast<float>(rank * shard + i);
+      }
+      comm.stats().reset();
+      comm.all_gather(separate, gathered)->wait();
+      EXPECT_EQ(comm.stats().get(CollectiveKind::kAllGather).bytes_copied, full_bytes)
+          << "separate shard, " << n << " ranks";
+      comm.stats().reset();
+      comm.all_gather(own, full)->wait();
+      const CollectiveStats in_place = comm.stats().get(CollectiveKind::kAllGather);
+      EXPECT_EQ(in_place.bytes_copied, full_bytes * (n - 1) / n) << "in place, " << n << " ranks";
+      // The traffic is the collective's, whichever form: (N−1)/N of full each way.
+      EXPECT_EQ(in_place.bytes_received, full_bytes * (n - 1) / n);
+      EXPECT_EQ(bytes_of(full), bytes_of(gathered)) << n << " ranks";
+      for (int64_t i = 0; i < shard * n; ++i) {
+        ASSERT_EQ(full.data<float>()[i], static_cast<float>(i)) << "element " << i;
+      }
+      // A reduction writes, it does not copy; the table shows the column.
+      comm.stats().reset();
+      comm.reduce_scatter(gathered, own, ReduceOp::kSum)->wait();
+      EXPECT_EQ(comm.stats().get(CollectiveKind::kReduceScatter).bytes_copied, 0u);
+      EXPECT_NE(comm.stats().table().find("copied"), std::string::npos);
+    });
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: InvalidArgument for what one rank can check, CommError for disagreement.
 
@@ -361,6 +405,15 @@ TEST(LocalBadInput, LocalChecksThrowInvalidArgumentAndLeaveTheGroupUsable) {
     EXPECT_THROW(comm.send(t, 3), InvalidArgument);
     EXPECT_THROW(comm.recv(t, -1), InvalidArgument);
     EXPECT_THROW(comm.all_reduce(Tensor(), ReduceOp::kSum), InvalidArgument);
+    // A shard inside full but not at this rank's slot would be overwritten before it is read.
+    Tensor flat = make(allocator, 9, DType::kF32, "flat");
+    try {
+      comm.all_gather(flat.slice(3 * ((comm.rank() + 1) % 3), {3}), flat);
+      ADD_FAILURE() << "all_gather accepted a shard at another rank's slot";
+    } catch (const InvalidArgument& e) {
+      EXPECT_TRUE(contains(e.what(), "rank_slice")) << e.what();
+    }
+    EXPECT_THROW(comm.rank_slice(wrong_full), InvalidArgument);  // 10 is not 3 × something
     // Nothing was issued: the group still works and sequence numbers still agree.
     t.fill(1.0f);
     comm.all_reduce(t, ReduceOp::kSum)->wait();

@@ -61,13 +61,13 @@ void expect_model_state_formulas(comm::Communicator& comm, int stage, DType para
       grads = p * psi + (fp32 ? 0 : 4 * psi);  // + the fp32 accumulator in mixed precision
       break;
     case 1:
-      params = p * psi + (fp32 ? 0 : p * shard);  // + the compute-dtype shard it gathers from
-      master = 4 * shard;
+      params = p * psi;               // the shard it gathers from is its slot of the full buffer
+      master = fp32 ? 0 : 4 * shard;  // fp32: the master is that slot
       grads = p * psi + 4 * shard;
       break;
     case 2:
-      params = p * psi + (fp32 ? 0 : p * shard);
-      master = 4 * shard;
+      params = p * psi;
+      master = fp32 ? 0 : 4 * shard;
       grads = 4 * shard;
       break;
     case 3:
@@ -90,10 +90,10 @@ void expect_model_state_formulas(comm::Communicator& comm, int stage, DType para
       EXPECT_EQ(total, fp32 ? 16 * psi : (2 * p + 16) * psi) << what;
       break;
     case 1:
-      EXPECT_EQ(total, 2 * p * psi + (fp32 ? 16 : 16 + p) * shard) << what;
+      EXPECT_EQ(total, 2 * p * psi + (fp32 ? 12 : 16) * shard) << what;
       break;
     case 2:
-      EXPECT_EQ(total, p * psi + (fp32 ? 16 : 16 + p) * shard) << what;
+      EXPECT_EQ(total, p * psi + (fp32 ? 12 : 16) * shard) << what;
       break;
     case 3:
       EXPECT_EQ(total, (fp32 ? 16 : 16 + p) * shard) << what;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -218,11 +219,13 @@ double max_difference(const Run& a, const Run& b) {
 // One step of the given stage on `comm`'s ranks; afterwards the rank's model-state bytes by
 // category follow the ZeRO formulas for fp32 training (K = 8: Adam's m and v, whose bytes this
 // check keeps outside the tracker — it runs no optimizer), with Ψ the padded parameter count:
-// stage 0 params 4Ψ + grads 4Ψ; stage 1 params 4Ψ + master 4Ψ/N + grads 4Ψ + 4Ψ/N; stage 2
-// params 4Ψ + master 4Ψ/N + grads 4Ψ/N; stage 3 params 4Ψ/N + grads 4Ψ/N; at N = 1 every stage
-// runs as stage 0 and issues no collective. And the step moves
+// stage 0 params 4Ψ + grads 4Ψ; stage 1 params 4Ψ + grads 4Ψ + 4Ψ/N; stage 2 params 4Ψ +
+// grads 4Ψ/N; stage 3 params 4Ψ/N + grads 4Ψ/N (no separate master: it is the parameters' slot,
+// or at stage 3 the parameter shard); at N = 1 every stage runs as stage 0 and issues no
+// collective. And the step moves
 // the bytes of the architecture table: 2Ψ·(N−1)/N for stages 0–2, 3Ψ·(N−1)/N for stage 3 (in
-// bytes of fp32). Resets comm.stats(). Every rank of `comm` calls it.
+// bytes of fp32), its all-gathers copying only what in-place gathers leave to copy (see below).
+// Resets comm.stats(). Every rank of `comm` calls it.
 inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int stage) {
   const int world = comm.size();
   MemoryTracker tracker;
@@ -263,12 +266,12 @@ inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int sta
       break;
     case 1:
       EXPECT_EQ(params, psi);
-      EXPECT_EQ(master, psi / n);
+      EXPECT_EQ(master, 0u);  // the master is the rank's slot of the parameters
       EXPECT_EQ(grads, psi + psi / n);
       break;
     case 2:
       EXPECT_EQ(params, psi);
-      EXPECT_EQ(master, psi / n);
+      EXPECT_EQ(master, 0u);
       EXPECT_EQ(grads, psi / n);
       break;
     case 3:
@@ -286,6 +289,18 @@ inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int sta
               static_cast<double>(all.calls))
       << "world " << world << " stage " << stage;
   EXPECT_EQ(all.bytes_received, all.bytes_sent);
+  // In-place gathers: where the full parameters persist (stages 1/2) the rank's shard is its
+  // slot, so an all-gather copies nothing of its own; stage 3 gathers from a separate shard,
+  // which the backend copies into the slot (1/N of the unit: received / (N−1)). On top, the
+  // local backend's transport is itself a copy of what it receives; mpi's is not.
+  const comm::CollectiveStats gathers = comm.stats().get(comm::CollectiveKind::kAllGather);
+  if (world > 1) {
+    const bool local = std::string(comm.backend_name()) == "local";
+    const uint64_t own_slices = runs_as == 3 ? gathers.bytes_received / (n - 1) : 0;
+    EXPECT_EQ(gathers.bytes_copied, (local ? gathers.bytes_received : 0) + own_slices)
+        << comm.backend_name() << " world " << world << " stage " << stage;
+    EXPECT_EQ(gathers.bytes_received > 0, runs_as > 0) << "stage " << stage;
+  }
   // Nor does it communicate: no gathers, and no reduction over a single rank.
   if (world == 1) {
     EXPECT_EQ(all.calls, 0u) << "stage " << stage;

@@ -368,10 +368,10 @@ TEST(MemoryModel, ZeroFormulasAndTheEnginesExtras) {
     const uint64_t s = p / n;
     const double paper = zero_formula_bytes(estimate.padded_numel, stage, static_cast<int>(n),
                                             DType::kBF16, OptimizerKind::kAdamW);
-    // stage 0: + 4P fp32 gradient accumulator; stage 1: + 2S bf16 compute shard + 4S fp32
-    // gradient shard; stage 2: + 2S compute shard + 2S (fp32 instead of bf16 gradient shard);
-    // stage 3: + 2S (fp32 instead of bf16 gradient shard).
-    const uint64_t extra[] = {4 * p, 6 * s, 4 * s, 2 * s};
+    // stage 0: + 4P fp32 gradient accumulator; stage 1: + 4S fp32 gradient shard; stages 2/3:
+    // + 2S (fp32 instead of bf16 gradient shard). (The bf16 compute shard of stages 1/2 is the
+    // full buffer's own slot: no bytes of its own.)
+    const uint64_t extra[] = {4 * p, 4 * s, 2 * s, 2 * s};
     EXPECT_EQ(static_cast<double>(estimate.steady.total()),
               paper + static_cast<double>(extra[stage]))
         << "stage " << stage;
