@@ -59,6 +59,11 @@ class Restarts : public ::testing::Test {
     TrainConfig c = zs::testing::short_gpt_run(corpus, 2, 3, DType::kF32);
     c.checkpoint_dir = dir.path(name);
     c.checkpoint_interval = 2;
+    // Synchronous saves: the checkpoint of step k is published before step k + 1 starts, so the
+    // checkpoint a restart resumes from does not depend on how fast a background write ends
+    // (an asynchronous one is published at the first step boundary after it; under load that
+    // can be after a fault the test places right behind the save).
+    c.checkpoint_async = false;
     c.save_weights = dir.path(name + ".safetensors");
     return c;
   }
@@ -139,10 +144,6 @@ TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
   // A collective of step 3 (a step issues 20: 12 all-gathers, 6 reduce-scatters, 2
   // all-reduces), after the checkpoint of step 2.
   f.comm.fail_call = 70;
-  // Synchronous saves: the checkpoint of step 2 is published before step 3 starts. An
-  // asynchronous one is published at the first step boundary after its write ends, which a save
-  // that stalls little can make later than call 70.
-  c.checkpoint_async = false;
   c.injected_faults = {f};
   expect_restarted_once_like_uninterrupted(
       c, {"restart 1 of 1 after: CommError", "fail_call", "step-000002 after 2 steps"});
