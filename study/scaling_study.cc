@@ -209,7 +209,7 @@ std::string scaling_markdown(const std::vector<ScalingRow>& rows, const std::str
     char speed[32] = "-";
     if (s > 0) std::snprintf(speed, sizeof speed, "%.2f (%d)", s, r.ranks);
     std::snprintf(line, sizeof line,
-                  "| %d | %s%s | %lld | %.1f | %.1f | %s | %.1f | %.2f | %.2f | %lld | %.1f%% |\n",
+                  "| %d | %s%s | %lld | %.1f | %.1f | %s | %.2f | %.3f | %.2f | %lld | %.1f%% |\n",
                   r.ranks, r.precision.c_str(), r.device == "cpu" ? "" : (" " + r.device).c_str(),
                   static_cast<long long>(r.batch), r.step_ms, r.examples_per_s_per_rank, speed,
                   r.predict_ms, r.metric_ms, r.broadcast_ms,

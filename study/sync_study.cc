@@ -188,25 +188,19 @@ std::string call_shape(const CallRecord& call, const std::map<std::string, Shape
 
 }  // namespace
 
-models::GptConfig small_classifier_shape() {
+models::GptConfig classifier_shape(int64_t layers, int64_t width, int64_t heads, int64_t seq) {
   models::GptConfig g;
-  g.n_layer = 2;
-  g.width = 64;
-  g.n_head = 4;
-  g.context = 64;
-  g.vocab_size = 256;
+  g.n_layer = layers;
+  g.width = width;
+  g.n_head = heads;
+  g.context = seq;
+  g.vocab_size = 256;  // bytes
   return g;
 }
 
-models::GptConfig bert_base_shape() {
-  models::GptConfig g;
-  g.n_layer = 12;
-  g.width = 768;
-  g.n_head = 12;
-  g.context = 128;
-  g.vocab_size = 256;
-  return g;
-}
+models::GptConfig small_classifier_shape() { return classifier_shape(2, 64, 4, 64); }
+
+models::GptConfig bert_base_shape() { return classifier_shape(12, 768, 12, 128); }
 
 uint64_t sync_bytes_sent(DdpSync sync, const std::vector<int64_t>& unit_padded_numel,
                          const std::vector<int64_t>& parameter_numel, size_t element_bytes,

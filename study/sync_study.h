@@ -40,6 +40,8 @@ struct ClassifierSetup {
   int threads = 0;       // compute threads per rank; 0: cores / ranks
   std::string work_dir;  // where the TSV is written; "": a temporary directory, removed after
 };
+// A byte-level (vocabulary 256) encoder of `layers` layers, `width`, `heads`, sequence `seq`.
+models::GptConfig classifier_shape(int64_t layers, int64_t width, int64_t heads, int64_t seq);
 // The default small shape: 2 layers, width 64, 4 heads, sequence 64 (about 0.1M parameters).
 models::GptConfig small_classifier_shape();
 // BERT-base's encoder: 12 layers, width 768, 12 heads, sequence 128 (byte vocabulary of 256

@@ -205,7 +205,16 @@ std::string line_chart_svg(const Chart& chart) {
     for (double y : s.values) max_y = std::max(max_y, y);
   }
   Frame frame(chart, max_y);
-  const std::vector<double> x_ticks = nice_ticks(max_x);
+  std::vector<double> x_ticks = nice_ticks(max_x);
+  // Counts along x (ranks, GPUs): ticks at whole numbers only.
+  bool whole = true;
+  for (const ChartSeries& s : chart.series) {
+    for (double v : s.x) whole &= v == std::floor(v);
+  }
+  if (whole && x_ticks.size() > 1 && x_ticks[1] < 1) {
+    x_ticks.clear();
+    for (int i = 0; i <= static_cast<int>(std::ceil(max_x)); ++i) x_ticks.push_back(i);
+  }
   const double x_top = x_ticks.back();
   auto x = [&](double value) { return Frame::kLeft + value / x_top * frame.plot_w(); };
   for (double t : x_ticks) frame.x_tick(x(t), tick_label(t));

@@ -14,11 +14,7 @@ namespace {
 
 TEST(ScalingStudy, RunsEveryConfigurationAndSplitsTheEvaluation) {
   ScalingStudyOptions o;
-  o.setup.shape = small_classifier_shape();
-  o.setup.shape.n_layer = 1;
-  o.setup.shape.width = 16;
-  o.setup.shape.n_head = 2;
-  o.setup.shape.context = 16;
+  o.setup.shape = classifier_shape(1, 16, 2, 16);
   o.setup.examples = 64;
   o.setup.threads = 1;
   o.ranks = {1, 2};

@@ -19,11 +19,7 @@ using sharding::DdpSync;
 
 SyncStudyOptions tiny(int ranks) {
   SyncStudyOptions o;
-  o.setup.shape = small_classifier_shape();
-  o.setup.shape.n_layer = 1;
-  o.setup.shape.width = 16;
-  o.setup.shape.n_head = 2;
-  o.setup.shape.context = 16;
+  o.setup.shape = classifier_shape(1, 16, 2, 16);
   o.setup.examples = 48;
   o.setup.threads = 1;
   o.ranks = ranks;
