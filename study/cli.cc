@@ -45,7 +45,7 @@ struct ShapeFlags {
     app.add_option("--layers", layers, "encoder layers (default 2)");
     app.add_option("--width", width, "hidden width (default 64)");
     app.add_option("--heads", heads, "attention heads (default 4)");
-    app.add_option("--seq", seq, "sequence length in bytes (default 64)");
+    app.add_option("--seq", seq, "sequence length in bytes (default 128)");
     app.add_option("--examples", setup.examples, "synthetic labelled pairs to generate");
     app.add_option("--lr", setup.lr, "AdamW learning rate");
     app.add_option("--seed", setup.seed, "seed of the data, the initialization and the order");
@@ -165,7 +165,7 @@ int study_main(int argc, const char* const* argv) {
   scaling_cmd
       ->add_option("--batch-sizes", scaling.batch_sizes, "per-rank batch sizes (default 16,32)")
       ->delimiter(',');
-  scaling_cmd->add_option("--steps", scaling.steps, "training steps per run (default 12)");
+  scaling_cmd->add_option("--steps", scaling.steps, "training steps per run (default 30)");
   scaling_cmd->add_option("--eval-fraction", scaling.eval_fraction,
                           "share of the pairs held out for evaluation (default 0.25)");
   scaling_cmd->add_option("--backend", scaling.backend,

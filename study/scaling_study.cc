@@ -37,9 +37,11 @@ ScalingRow run_one(const ScalingStudyOptions& o, const std::string& tsv, int ran
   c.device = o.device;
   if (!threads) c.threads = o.setup.threads;  // 0: the engine's cores / local ranks
   const train::TrainResult result = train::run_training(c);
-  ZS_CHECK(!result.evals.empty(), "zs-study scaling: the run of ", ranks,
+  // Under a launcher only rank 0's result holds the evaluations (train/records.h).
+  const bool lead = comm::detect_launch().rank == 0;
+  ZS_CHECK(!lead || !result.evals.empty(), "zs-study scaling: the run of ", ranks,
            " ranks evaluated nothing; raise --examples or --eval-fraction");
-  const train::EvalRecord& e = result.evals.back();
+  const train::EvalRecord e = result.evals.empty() ? train::EvalRecord{} : result.evals.back();
   ScalingRow row;
   row.ranks = result.world;
   row.precision = dtype_name(precision);
@@ -254,7 +256,7 @@ std::string scaling_step_time_svg(const std::vector<ScalingRow>& rows) {
 std::string scaling_eval_svg(const std::vector<ScalingRow>& rows) {
   train::Chart chart;
   chart.title = "Evaluation time on rank 0: predict / metric / broadcast";
-  chart.x_label = "ranks, precision, batch per rank";
+  chart.x_label = "ranks; precision and batch per rank";
   chart.y_label = "ms";
   chart.stacked = true;
   train::ChartSeries predict, metric, broadcast;
@@ -262,8 +264,8 @@ std::string scaling_eval_svg(const std::vector<ScalingRow>& rows) {
   metric.name = "metric";
   broadcast.name = "broadcast";
   for (const ScalingRow& r : rows) {
-    chart.categories.push_back(std::to_string(r.ranks) + "r " + r.precision + " b" +
-                               std::to_string(r.batch));
+    chart.categories.push_back(std::to_string(r.ranks) + (r.ranks == 1 ? " rank\n" : " ranks\n") +
+                               r.precision + " b" + std::to_string(r.batch));
     predict.values.push_back(r.predict_ms);
     metric.values.push_back(r.metric_ms);
     broadcast.values.push_back(r.broadcast_ms);

@@ -30,7 +30,7 @@ struct ScalingStudyOptions {
   std::vector<int> ranks{1, 2, 4};
   std::vector<DType> precisions{DType::kF32, DType::kBF16};
   std::vector<int64_t> batch_sizes{16, 32};  // per rank
-  int64_t steps = 12;                        // per run; the first is dropped from the mean
+  int64_t steps = 30;                        // per run; the first is dropped from the mean
   double eval_fraction = 0.25;               // held-out share of the examples
   std::string backend = "local";             // local, mpi, auto, nccl (train::TrainConfig)
   std::string device = "cpu";                // cpu or cuda

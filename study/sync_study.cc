@@ -198,7 +198,7 @@ models::GptConfig classifier_shape(int64_t layers, int64_t width, int64_t heads,
   return g;
 }
 
-models::GptConfig small_classifier_shape() { return classifier_shape(2, 64, 4, 64); }
+models::GptConfig small_classifier_shape() { return classifier_shape(2, 64, 4, 128); }
 
 models::GptConfig bert_base_shape() { return classifier_shape(12, 768, 12, 128); }
 

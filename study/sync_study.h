@@ -42,7 +42,8 @@ struct ClassifierSetup {
 };
 // A byte-level (vocabulary 256) encoder of `layers` layers, `width`, `heads`, sequence `seq`.
 models::GptConfig classifier_shape(int64_t layers, int64_t width, int64_t heads, int64_t seq);
-// The default small shape: 2 layers, width 64, 4 heads, sequence 64 (about 0.1M parameters).
+// The default small shape: 2 layers, width 64, 4 heads, sequence 128 (RTE's, and what a pair of
+// the synthetic set needs), about 0.13M parameters.
 models::GptConfig small_classifier_shape();
 // BERT-base's encoder: 12 layers, width 768, 12 heads, sequence 128 (byte vocabulary of 256
 // instead of WordPiece's 30,522, so ~85M parameters instead of 110M).

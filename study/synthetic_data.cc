@@ -25,6 +25,14 @@ const char* pick(const char* const (&words)[N], uint64_t seed, const char* what,
   return words[k];
 }
 
+// "painted" -> "paint": the verbs above are regular pasts in -ed, but for three.
+std::string base_form(const std::string& past) {
+  if (past == "sold") return "sell";
+  if (past == "bought") return "buy";
+  if (past == "carried") return "carry";
+  return past.substr(0, past.size() - 2);
+}
+
 template <size_t N>
 uint64_t index_of(const char* const (&words)[N], const char* word) {
   for (uint64_t i = 0; i < N; ++i) {
@@ -53,15 +61,16 @@ std::string entailment_line(uint64_t seed, uint64_t index) {
                              : std::string(subject) + " " + verb + " something " + place;
   } else {
     // One fact changed.
-    hypothesis = form == 0 ? std::string(pick(kSubjects, seed, "other subject", index,
-                                              index_of(kSubjects, subject))) +
-                                 " " + verb + " the " + object
-                 : form == 1
-                     ? std::string("the ") +
-                           pick(kObjects, seed, "other object", index, index_of(kObjects, object)) +
-                           " was " + verb + " " + place
-                     : std::string(subject) + " " + verb + " something " +
-                           pick(kPlaces, seed, "other place", index, index_of(kPlaces, place));
+    if (form == 0) {
+      hypothesis =
+          std::string(pick(kSubjects, seed, "other subject", index, index_of(kSubjects, subject))) +
+          " " + verb + " the " + object;
+    } else if (form == 1) {
+      hypothesis = std::string(subject) + " did not " + base_form(verb) + " the " + object;
+    } else {
+      hypothesis = std::string(subject) + " " + verb + " something " +
+                   pick(kPlaces, seed, "other place", index, index_of(kPlaces, place));
+    }
   }
   return premise + " | " + hypothesis + "\t" + (entailed ? "entailment" : "not_entailment") + "\n";
 }

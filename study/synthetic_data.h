@@ -1,7 +1,8 @@
 // The studies' data: a synthetic RTE-like entailment set, written as zs-train's TSV
 // (text<TAB>label). Each line is "premise | hypothesis" built from templates over a few
 // subjects, verbs, adjectives, objects and places; the hypothesis either restates part of the
-// premise (entailment) or swaps its subject, object or place (not_entailment), half each. It is
+// premise (entailment) or contradicts it — another subject, a negation or another place
+// (not_entailment) — half each; as in RTE, surface cues carry part of the label. It is
 // learnable by a small byte-level encoder and stands in for GLUE RTE (2,490 training pairs,
 // sequence length 128 in the course set-up), which this repository does not ship: timings and
 // traffic depend on the shapes, not on the words. Pure functions; deterministic in `seed`.

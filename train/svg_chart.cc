@@ -38,7 +38,7 @@ std::string escape(const std::string& text) {
 // the legend to the right; the chart fills the plot area in between.
 class Frame {
  public:
-  static constexpr int kLeft = 78, kRight = 180, kTop = 44, kBottom = 62;
+  static constexpr int kLeft = 78, kRight = 180, kTop = 44, kBottom = 70;
 
   Frame(const Chart& chart, double y_max) : chart_(chart), ticks_(nice_ticks(y_max)) {
     plot_w_ = chart.width - kLeft - kRight;
@@ -70,11 +70,19 @@ class Frame {
   double bottom() const { return kTop + plot_h_; }
   std::ostringstream& svg() { return svg_; }
 
+  // A label with '\n' is set on several lines (long category names in narrow groups).
   void x_tick(double at, const std::string& label) {
     svg_ << "<line x1=\"" << at << "\" y1=\"" << bottom() << "\" x2=\"" << at << "\" y2=\""
          << bottom() + 5 << "\" stroke=\"black\"/>\n"
-         << "<text x=\"" << at << "\" y=\"" << bottom() + 20 << "\" text-anchor=\"middle\">"
-         << escape(label) << "</text>\n";
+         << "<text x=\"" << at << "\" y=\"" << bottom() + 20 << "\" text-anchor=\"middle\">";
+    size_t begin = 0;
+    for (int line = 0; begin <= label.size(); ++line) {
+      const size_t end = std::min(label.find('\n', begin), label.size());
+      svg_ << "<tspan x=\"" << at << "\" dy=\"" << (line == 0 ? 0 : 14) << "\">"
+           << escape(label.substr(begin, end - begin)) << "</tspan>";
+      begin = end + 1;
+    }
+    svg_ << "</text>\n";
   }
 
   // `line`: a line sample (dashed or not) instead of a box.
@@ -140,7 +148,11 @@ std::string tick_label(double value) {
     suffix = "k";
   }
   char text[32];
-  std::snprintf(text, sizeof text, "%.3g%s", v, suffix);
+  if (*suffix == '\0' && v == std::floor(v)) {
+    std::snprintf(text, sizeof text, "%.0f", v);  // 1200, not 1.2e+03
+  } else {
+    std::snprintf(text, sizeof text, "%.3g%s", v, suffix);
+  }
   return text;
 }
 
