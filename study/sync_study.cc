@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -320,43 +321,48 @@ std::string sync_markdown(const SyncStudy& s, const std::string& command) {
   return md.str();
 }
 
-std::string sync_time_svg(const SyncStudy& s) {
+namespace {
+
+// A bar chart over the batch sizes with one series per sync; `add` appends a run's bar.
+train::Chart chart_by_batch(const SyncStudy& s, const std::string& title,
+                            const std::string& y_label,
+                            const std::function<void(const SyncRun&, train::ChartSeries&)>& add) {
   train::Chart chart;
-  chart.title = "Time per iteration by gradient sync (" + std::to_string(s.options.ranks) +
-                " ranks, mean of iterations 2.." + std::to_string(s.options.iterations) + ")";
+  chart.title = title;
   chart.x_label = "batch size per rank";
-  chart.y_label = "ms per iteration (rank 0)";
+  chart.y_label = y_label;
   for (int64_t b : s.options.batch_sizes) chart.categories.push_back(std::to_string(b));
   for (DdpSync sync : s.options.syncs) {
     train::ChartSeries series;
     series.name = sync_label(sync);
     for (const SyncRun& r : s.runs) {
-      if (r.sync == sync) series.values.push_back(r.mean_ms);
+      if (r.sync == sync) add(r, series);
     }
     chart.series.push_back(series);
   }
-  return train::bar_chart_svg(chart);
+  return chart;
+}
+
+}  // namespace
+
+std::string sync_time_svg(const SyncStudy& s) {
+  return train::bar_chart_svg(chart_by_batch(
+      s,
+      "Time per iteration by gradient sync (" + std::to_string(s.options.ranks) +
+          " ranks, mean of iterations 2.." + std::to_string(s.options.iterations) + ")",
+      "ms per iteration (rank 0)",
+      [](const SyncRun& r, train::ChartSeries& series) { series.values.push_back(r.mean_ms); }));
 }
 
 std::string sync_traffic_svg(const SyncStudy& s) {
-  train::Chart chart;
-  chart.title =
-      "Gradient traffic per epoch, rank 0 (" + std::to_string(s.options.ranks) + " ranks)";
-  chart.x_label = "batch size per rank";
-  chart.y_label = "MB sent per epoch by rank 0";
+  train::Chart chart = chart_by_batch(
+      s, "Gradient traffic per epoch, rank 0 (" + std::to_string(s.options.ranks) + " ranks)",
+      "MB sent per epoch by rank 0", [](const SyncRun& r, train::ChartSeries& series) {
+        series.values.push_back(static_cast<double>(r.epoch_sent[0]) / 1e6);
+        series.reference.push_back(static_cast<double>(r.formula_per_iteration[0]) *
+                                   static_cast<double>(r.iterations_per_epoch) / 1e6);
+      });
   chart.reference_label = "formula";
-  for (int64_t b : s.options.batch_sizes) chart.categories.push_back(std::to_string(b));
-  for (DdpSync sync : s.options.syncs) {
-    train::ChartSeries series;
-    series.name = sync_label(sync);
-    for (const SyncRun& r : s.runs) {
-      if (r.sync != sync) continue;
-      series.values.push_back(static_cast<double>(r.epoch_sent[0]) / 1e6);
-      series.reference.push_back(static_cast<double>(r.formula_per_iteration[0]) *
-                                 static_cast<double>(r.iterations_per_epoch) / 1e6);
-    }
-    chart.series.push_back(series);
-  }
   return train::bar_chart_svg(chart);
 }
 
