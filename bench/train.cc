@@ -22,6 +22,7 @@
 #include "ops/cpu/gemm.h"
 #include "runtime/rng.h"
 #include "train/engine.h"
+#include "train/svg_chart.h"
 
 namespace {
 
@@ -143,25 +144,21 @@ int main(int argc, char** argv) {
                   r.tokens_per_s / base.tokens_per_s);
     md << line;
   }
-  std::ofstream svg(out + ".svg");
-  const int w = 640, h = 320, left = 180, bar_h = 28;
-  double max_tps = 0;
-  for (const Row& r : rows) max_tps = std::max(max_tps, r.tokens_per_s);
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
-      << "\" font-family=\"sans-serif\" font-size=\"12\"><rect width=\"100%\" height=\"100%\" "
-         "fill=\"white\"/><text x=\"10\" y=\"20\" font-size=\"14\">"
-      << preset << " tokens/s at T=64, B=4 per rank (1 core per rank)</text>\n";
-  int y = 40;
+  // The chart: one bar per T=64 run, through the reports' shared chart writer.
+  zs::train::Chart chart;
+  chart.title = preset + " tokens/s at T=64, B=4 per rank (1 core per rank)";
+  chart.x_label = "run";
+  chart.y_label = "tokens/s";
+  zs::train::ChartSeries tokens_per_s;
+  tokens_per_s.name = "tokens/s";
   for (const Row& r : rows) {
     if (r.seq != 64) continue;
-    const double bw = (w - left - 80) * r.tokens_per_s / max_tps;
-    svg << "<text x=\"10\" y=\"" << y + 18 << "\">" << r.label << "</text><rect x=\"" << left
-        << "\" y=\"" << y << "\" width=\"" << bw << "\" height=\"" << bar_h - 6
-        << "\" fill=\"#4e79a7\"/><text x=\"" << left + bw + 6 << "\" y=\"" << y + 16 << "\">"
-        << static_cast<long long>(r.tokens_per_s) << "</text>\n";
-    y += bar_h;
+    chart.categories.push_back(r.label);
+    tokens_per_s.values.push_back(r.tokens_per_s);
   }
-  svg << "</svg>\n";
+  chart.series.push_back(tokens_per_s);
+  chart.width = std::max(760, 260 + 120 * static_cast<int>(chart.categories.size()));
+  std::ofstream(out + ".svg") << zs::train::bar_chart_svg(chart);
   std::printf("\nscaling table: %s.md, chart: %s.svg\n", out.c_str(), out.c_str());
   return 0;
 }

@@ -222,6 +222,13 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       ->group(kParallel);
   app.add_option("--threads", c.threads, "compute threads per rank (default: cores / ranks)")
       ->group(kParallel);
+  app.add_option_function<std::string>(
+         "--ddp-sync", [&c](const std::string& v) { c.ddp_sync = parse_ddp_sync(v); },
+         "stage 0: bucketed (default: one all-reduce per unit, overlapped with backward), "
+         "per-tensor (one all-reduce per gradient) or gather-scatter (gathered to rank 0, "
+         "averaged, scattered back; CPU only): the naive two are for comparison")
+      ->type_name("SYNC")
+      ->group(kParallel);
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);
   app.add_option("--max-live-gathered", max_live, "stage 3: limit on gathered parameter bytes")
       ->group(kParallel);

@@ -417,6 +417,22 @@ DType parse_precision(const std::string& text) {
   ZS_THROW(InvalidArgument, "precision '", text, "' is not one of fp32, fp16, bf16");
 }
 
+std::string ddp_sync_flag(sharding::DdpSync sync) {
+  std::string name = sharding::ddp_sync_name(sync);
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+sharding::DdpSync parse_ddp_sync(const std::string& text) {
+  std::string t = lower(text);
+  std::replace(t.begin(), t.end(), '_', '-');
+  if (t == "bucketed") return sharding::DdpSync::kBucketed;
+  if (t == "per-tensor") return sharding::DdpSync::kPerTensor;
+  if (t == "gather-scatter") return sharding::DdpSync::kGatherScatter;
+  ZS_THROW(InvalidArgument, "--ddp-sync '", text,
+           "' is not one of bucketed, per-tensor, gather-scatter");
+}
+
 void apply_deepspeed_json(const std::string& json_text, const std::string& source,
                           TrainConfig& config, std::vector<std::string>* notes) {
   json root;
@@ -530,6 +546,15 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.max_reductions_in_flight >= 0,
            "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
            c.max_reductions_in_flight);
+  // The naive syncs replace stage 0's all-reduce; the other stages reduce-scatter instead.
+  ZS_CHECK(c.ddp_sync == sharding::DdpSync::kBucketed || c.stage == 0, "--ddp-sync ",
+           ddp_sync_flag(c.ddp_sync),
+           " is a gradient synchronization of ZeRO stage 0 (DDP), but the stage is ", c.stage,
+           ", which reduce-scatters gradients; add --zero-stage 0 (or --strategy ddp), or drop "
+           "--ddp-sync");
+  ZS_CHECK(c.ddp_sync != sharding::DdpSync::kGatherScatter || c.device == "cpu",
+           "--ddp-sync gather-scatter averages the gradients on rank 0's host and runs on the "
+           "CPU only; use --ddp-sync per-tensor or bucketed with --device cuda");
   if (c.hybrid_group > 0) {
     ZS_CHECK(c.stage == 3,
              "--hybrid-group needs --zero-stage 3 (hybrid = ZeRO-3 inside a group), "
@@ -565,6 +590,9 @@ std::string describe(const TrainConfig& c) {
       << c.micro_batch << " x accum " << c.grad_accum << ", " << c.optimizer << " lr " << c.lr
       << " (" << optim::lr_decay_name(c.decay) << ", warmup " << c.warmup_steps << "), clip "
       << c.clip;
+  if (c.ddp_sync != sharding::DdpSync::kBucketed) {
+    out << ", ddp sync " << ddp_sync_flag(c.ddp_sync);
+  }
   if (c.device != "cpu") out << ", device " << c.device;
   return out.str();
 }
@@ -635,6 +663,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.max_live_gathered_bytes = c.max_live_gathered_bytes;
   s.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
   s.max_reductions_in_flight = c.max_reductions_in_flight;
+  s.ddp_sync = c.ddp_sync;
 
   OptimizerSettings& o = plan.optimizer;
   if (c.optimizer == "sgd") {

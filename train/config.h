@@ -98,6 +98,11 @@ struct TrainConfig {
   // Stages 2/3: gradient reductions left running while backward goes on (memory for overlap;
   // sharding::ShardingConfig::max_reductions_in_flight), 0 = no limit.
   int max_reductions_in_flight = 2;
+  // Stage 0: how gradients are synchronized (sharding::DdpSync; zs-train --ddp-sync): bucketed
+  // (DDP's overlapped all-reduce per unit), per-tensor (one all-reduce per gradient) or
+  // gather-scatter (through rank 0). The two naive ones exist for comparison and teaching; every
+  // other stage reduce-scatters and refuses them (validate()).
+  sharding::DdpSync ddp_sync = sharding::DdpSync::kBucketed;
 
   // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
   // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).
@@ -185,6 +190,10 @@ std::string resolved_backend_name(const TrainConfig& config);
 size_t parse_bytes(const std::string& text);
 // "fp32"/"float32", "fp16"/"float16"/"half", "bf16"/"bfloat16".
 DType parse_precision(const std::string& text);
+// "bucketed", "per-tensor", "gather-scatter" (or with '_' as ddp_sync_name spells them).
+sharding::DdpSync parse_ddp_sync(const std::string& text);
+// The flag's spelling of a sync: "bucketed", "per-tensor", "gather-scatter".
+std::string ddp_sync_flag(sharding::DdpSync sync);
 
 // Applies a DeepSpeed JSON config (the text of ds_config.json) to `config`. Notes for keys that
 // were understood but have no effect are appended to `notes`. Throws InvalidArgument for

@@ -2,6 +2,7 @@
 #include "train/evaluator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -25,6 +26,11 @@ void Evaluator::on_eval(int64_t after_steps) {
   NoGradScope no_grad;
   MemoryCategoryScope activations(MemoryCategory::kActivations);
   EvalSums mine;
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const auto predict_start = Clock::now();
   for (int64_t b = 0; b < batches; ++b) {
     std::vector<int64_t> share;
     for (int64_t i = 0; i < rows; ++i) {
@@ -36,11 +42,18 @@ void Evaluator::on_eval(int64_t after_steps) {
     mine.loss_sum += sums.loss_sum;
     mine.count += sums.count;
     mine.correct += sums.correct;
+    mine.metric_seconds += sums.metric_seconds;
   }
+  const double evaluate_seconds = seconds_since(predict_start);
+  const auto broadcast_start = Clock::now();
   const std::vector<double> sums =
       sum_over_ranks(rank_.comm, rank_.compute, {mine.loss_sum, mine.count, mine.correct});
+  const double broadcast_seconds = seconds_since(broadcast_start);
   const double loss_sum = sums[0], count = sums[1], correct = sums[2];
   EvalRecord e;
+  e.predict_ms = (evaluate_seconds - mine.metric_seconds) * 1e3;
+  e.metric_ms = mine.metric_seconds * 1e3;
+  e.broadcast_ms = broadcast_seconds * 1e3;
   e.step = after_steps;
   e.loss = loss_sum / count;
   e.tokens = static_cast<int64_t>(std::llround(count));

@@ -5,6 +5,11 @@
 // over ranks in rank order, so every rank knows the loss. At most config.eval_batches batches
 // per rank (0: every held-out item). Rank 0 logs the result and records it. Issues collectives:
 // every rank must reach the same evaluation points. One rank's thread.
+//
+// Each EvalRecord also says where this rank's evaluation time went: predict (the forwards and
+// the outputs' trip to the host), metric (the task turning outputs into loss and correct counts,
+// EvalSums::metric_seconds) and broadcast (the sum over ranks that gives every rank the result;
+// it includes waiting for slower ranks). zs-study scaling charts the three.
 #pragma once
 
 #include "train/loop.h"

@@ -29,6 +29,13 @@ struct EvalRecord {
   int64_t tokens = 0;     // held-out tokens, or examples (classification)
   int64_t correct = 0;    // classification: examples whose arg-max logit is the label
   double accuracy = 0;    // classification: correct / examples
+  // Where the evaluation's time went on this rank (train/evaluator.h): the forwards over its
+  // held-out share (predict), turning outputs into loss and correct counts (metric), and the
+  // collective that gives every rank the sums (broadcast; it includes waiting for the slowest
+  // rank).
+  double predict_ms = 0;
+  double metric_ms = 0;
+  double broadcast_ms = 0;
 };
 
 // One published checkpoint save (--checkpoint-dir), as rank 0 saw it: what its log line says,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -310,6 +311,7 @@ class ClassificationTask : public Task {
     const std::vector<float> logits =
         model_.logits(to_compute(ids), to_compute(lengths)).to_vector();
     const int64_t classes = model_.config().num_classes;
+    const auto metric_start = std::chrono::steady_clock::now();
     EvalSums sums;
     for (size_t i = 0; i < items.size(); ++i) {
       const float* row = logits.data() + i * classes;
@@ -322,6 +324,8 @@ class ClassificationTask : public Task {
       sums.correct += (std::max_element(row, row + classes) - row) == label ? 1 : 0;
       sums.count += 1;
     }
+    sums.metric_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - metric_start).count();
     return sums;
   }
   int64_t tokens_per_row() const override { return seq_; }

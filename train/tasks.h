@@ -44,6 +44,9 @@ struct EvalSums {
   double loss_sum = 0;
   double count = 0;
   double correct = 0;
+  // Of the time evaluate() took, the seconds spent turning the model's outputs into these sums
+  // (the metric; the rest is the prediction). 0 where the model's forward computes the loss.
+  double metric_seconds = 0;
 };
 
 // A host tensor where the rank computes.

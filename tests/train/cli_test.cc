@@ -1,6 +1,7 @@
 // zs-train's flags that decide the ZeRO stage: --strategy, --zero-stage and the DeepSpeed
 // config's zero_optimization.stage. Flags that restate one stage agree; any two of them that
 // disagree are an error naming both values.
+// And --ddp-sync, stage 0's gradient sync.
 #include "train/cli.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "tests/support/error_text.h"
 #include "tests/support/scratch.h"
 #include "train/config.h"
 
@@ -97,6 +99,47 @@ TEST(TrainCliStage, ResolveStageTakesTheGivenValueAndNamesBothOfTwoThatDisagree)
       error_message<InvalidArgument>([] { resolve_stage("zero3", 0, -1, 0); });
   EXPECT_NE(flags.find("--strategy zero3"), std::string::npos) << flags;
   EXPECT_NE(flags.find("--zero-stage is 0"), std::string::npos) << flags;
+}
+
+// --ddp-sync: the three spellings reach the ShardingConfig through translate(); other stages,
+// gather-scatter on a GPU and bad names are refused with an error naming the flag.
+TEST(DdpSyncFlag, EachSyncReachesTheShardingConfig) {
+  struct Case {
+    const char* flag;
+    sharding::DdpSync sync;
+  };
+  for (Case k : {Case{"bucketed", sharding::DdpSync::kBucketed},
+                 Case{"per-tensor", sharding::DdpSync::kPerTensor},
+                 Case{"gather-scatter", sharding::DdpSync::kGatherScatter},
+                 Case{"per_tensor", sharding::DdpSync::kPerTensor}}) {
+    const TrainConfig c = parse({"--strategy", "ddp", "--ddp-sync", k.flag});
+    EXPECT_EQ(c.ddp_sync, k.sync) << k.flag;
+    EXPECT_NO_THROW(validate(c, 2)) << k.flag;
+    EXPECT_EQ(translate(c, 1, 2).sharding.ddp_sync, k.sync) << k.flag;
+  }
+  EXPECT_EQ(parse({}).ddp_sync, sharding::DdpSync::kBucketed);  // the default
+  EXPECT_EQ(ddp_sync_flag(sharding::DdpSync::kGatherScatter), "gather-scatter");
+}
+
+TEST(DdpSyncFlag, NaiveSyncsNeedStageZeroAndGatherScatterTheCpu) {
+  for (const char* sync : {"per-tensor", "gather-scatter"}) {
+    for (const char* stage : {"1", "2", "3"}) {
+      const TrainConfig c = parse({"--zero-stage", stage, "--ddp-sync", sync});
+      const std::string message = zs::testing::invalid_argument_message([&] { validate(c, 2); });
+      EXPECT_NE(message.find(std::string("--ddp-sync ") + sync), std::string::npos) << message;
+      EXPECT_NE(message.find("stage 0"), std::string::npos) << message;
+    }
+  }
+  EXPECT_NO_THROW(validate(parse({"--zero-stage", "3", "--ddp-sync", "bucketed"}), 2));
+  TrainConfig gpu = parse({"--zero-stage", "0", "--ddp-sync", "gather-scatter"});
+  gpu.device = "cuda";
+  gpu.backend = "nccl";
+  const std::string message = zs::testing::invalid_argument_message([&] { validate(gpu, 2); });
+  EXPECT_NE(message.find("CPU only"), std::string::npos) << message;
+  const std::string bad = zs::testing::invalid_argument_message([&] { parse_ddp_sync("ring"); });
+  EXPECT_NE(bad.find("'ring' is not one of bucketed, per-tensor, gather-scatter"),
+            std::string::npos)
+      << bad;
 }
 
 }  // namespace
