@@ -422,7 +422,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1E999
     ZS_THROW(InvalidArgument, "deepspeed config ", source, " is not valid JSON: ", e.what());
   }
   std::vector<std::string> unknown;
