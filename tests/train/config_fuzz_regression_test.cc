@@ -36,6 +36,23 @@ TEST(ConfigFuzzRegression, ANumberTooLargeForADoubleIsInvalidDeepSpeedJson) {
   }
 }
 
+// A whole float too large for int64 was converted anyway (undefined behaviour); whole floats
+// that fit are still integers, as DeepSpeed configs write them (5e8).
+TEST(ConfigFuzzRegression, AWholeFloatBeyondInt64IsNotAnInteger) {
+  // The fuzzer's input, reduced to the key that crashed.
+  const std::string crash = R"({"scheduler": {"type": "WarmupCosineLR", "params": {
+      "warmup_num_steps": 20, "total_num_steps": 122222222222222222222222222222222222222222222200}}})";
+  TrainConfig config;
+  std::vector<std::string> notes;
+  const std::string message = error_message<InvalidArgument>(
+      [&] { apply_deepspeed_json(crash, "ds.json", config, &notes); });
+  EXPECT_NE(message.find("'scheduler.params.total_num_steps' must be an integer within ±2^63"),
+            std::string::npos)
+      << message;
+  apply_deepspeed_json(R"({"train_micro_batch_size_per_gpu": 4.0})", "ds.json", config, &notes);
+  EXPECT_EQ(config.micro_batch, 4);
+}
+
 TEST(ConfigFuzzRegression, ANumberTooLargeForADoubleIsInvalidModelConfigJson) {
   models::GptConfig shape;
   const std::string message = error_message<InvalidArgument>(
