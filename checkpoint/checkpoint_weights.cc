@@ -29,6 +29,19 @@ const json& file_entry(const json& meta, int rank) {
   return meta.at("files").at(static_cast<size_t>(rank));
 }
 
+// Runs `body`, which reads meta.json's keys: a key that is missing or of another type is a
+// CorruptCheckpoint naming the file, not a JSON exception that no caller expects.
+template <typename Body>
+auto reading_meta(const std::string& dir, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const json::exception& e) {
+    ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", (fs::path(dir) / kMetaFile).string(),
+             "' is not what zeroshard writes: ", e.what(),
+             "; the metadata is corrupt — use another checkpoint");
+  }
+}
+
 Checksum file_checksum(const json& meta, int rank) {
   return Checksum::parse(file_entry(meta, rank).at("checksum").get<std::string>());
 }
@@ -39,11 +52,11 @@ models::GptConfig gpt_config(const json& meta, const std::string& dir) {
   ZS_CHECK(model.is_object(), "checkpoint '", dir,
            "' is not of a GPT (its metadata has no model shape); there are no GPT-2 weights in it");
   models::GptConfig config;
-  config.n_layer = model.at("n_layer").get<int64_t>();
-  config.width = model.at("width").get<int64_t>();
-  config.n_head = model.at("n_head").get<int64_t>();
-  config.vocab_size = model.at("vocab_size").get<int64_t>();
-  config.context = model.at("context").get<int64_t>();
+  config.n_layer = metadata_integer(model.at("n_layer"), dir, "model.n_layer");
+  config.width = metadata_integer(model.at("width"), dir, "model.width");
+  config.n_head = metadata_integer(model.at("n_head"), dir, "model.n_head");
+  config.vocab_size = metadata_integer(model.at("vocab_size"), dir, "model.vocab_size");
+  config.context = metadata_integer(model.at("context"), dir, "model.context");
   return config;
 }
 
@@ -77,95 +90,101 @@ json read_checkpoint_meta(const std::string& dir) {
   std::ifstream in(path);
   ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint '", dir, "' has no readable ", kMetaFile,
               " (a torn save?)");
-  try {
+  return reading_meta(dir, [&] {
     json meta = json::parse(in);
-    check_format_version(meta.at("format_version").get<int>(), dir);
-    ZS_CHECK_AS(CorruptCheckpoint, meta.at("world_size").get<size_t>() == meta.at("files").size(),
+    const int64_t version = metadata_integer(meta.at("format_version"), dir, "format_version");
+    check_format_version(static_cast<int>(std::clamp<int64_t>(version, INT32_MIN, INT32_MAX)), dir);
+    const int64_t world = metadata_integer(meta.at("world_size"), dir, "world_size");
+    ZS_CHECK_AS(CorruptCheckpoint,
+                world >= 1 && static_cast<size_t>(world) == meta.at("files").size(),
                 "checkpoint metadata '", path, "' lists ", meta.at("files").size(),
-                " rank files for ", meta.at("world_size").get<int>(), " ranks");
+                " rank files for ", world, " ranks");
     return meta;
-  } catch (const json::exception& e) {
-    ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", path,
-             "' is not what zeroshard writes: ", e.what());
-  }
+  });
 }
 
 models::GptConfig checkpoint_gpt_config(const std::string& path) {
   const std::string dir = resolve_step_dir(path);
-  return gpt_config(read_checkpoint_meta(dir), dir);
+  const json meta = read_checkpoint_meta(dir);
+  return reading_meta(dir, [&] { return gpt_config(meta, dir); });
 }
 
 void inspect_checkpoint(const std::string& path, std::ostream& out) {
   const std::string dir = resolve_step_dir(path);
-  const json meta = read_checkpoint_meta(dir);
-  const SavedLayout layout(meta, dir);
-  out << "checkpoint: " << dir << " (" << meta.value("format", std::string("?")) << ", version "
-      << meta.at("format_version").dump() << ")\n";
-  out << "step: " << meta.at("completed_steps").dump() << "\n";
-  out << "world size: " << meta.at("world_size").dump() << ", stage " << meta.at("stage").dump()
-      << ", hybrid group " << meta.at("hybrid_group").dump() << ", alignment "
-      << meta.at("alignment").dump() << "\n";
-  const json& model = meta.at("model");
-  if (model.is_object()) {
-    out << "model: GPT, " << models::describe(gpt_config(meta, dir)) << "\n";
-  } else {
-    out << "model: " << meta.at("flags").value("model", std::string("?")) << " (no GPT shape)\n";
-  }
-  const json& optimizer = meta.at("optimizer");
-  out << "optimizer: " << optimizer.at("kind").get<std::string>() << ", "
-      << optimizer.at("steps").dump() << " steps, state "
-      << meta.at("layout").at("optimizer_state").dump() << ", hyperparameters "
-      << optimizer.at("hyperparameters").dump() << "\n";
-  const json& scaler = meta.at("loss_scaler");
-  out << "loss scale: "
-      << (scaler.is_null()
-              ? std::string("none")
-              : scaler.at("scale").dump() + " (good steps " + scaler.at("good_steps").dump() +
-                    ", skipped steps " + scaler.at("skipped_steps").dump() + ")")
-      << "\n";
-
-  out << "files: " << layout.world_size() << "\n";
-  std::string first_error;
-  for (int r = 0; r < layout.world_size(); ++r) {
-    const json& entry = file_entry(meta, r);
-    const std::string file = rank_path(dir, r);
-    std::string verdict = "ok";
-    try {
-      verify_file(file, layout.file_bytes(r), file_checksum(meta, r));
-    } catch (const CorruptCheckpoint& e) {
-      verdict = fs::exists(file) ? "MISMATCH" : "MISSING";
-      if (first_error.empty()) first_error = e.what();
+  reading_meta(dir, [&] {
+    const json meta = read_checkpoint_meta(dir);
+    const SavedLayout layout(meta, dir);
+    out << "checkpoint: " << dir << " (" << meta.value("format", std::string("?")) << ", version "
+        << meta.at("format_version").dump() << ")\n";
+    out << "step: " << meta.at("completed_steps").dump() << "\n";
+    out << "world size: " << meta.at("world_size").dump() << ", stage " << meta.at("stage").dump()
+        << ", hybrid group " << meta.at("hybrid_group").dump() << ", alignment "
+        << meta.at("alignment").dump() << "\n";
+    const json& model = meta.at("model");
+    if (model.is_object()) {
+      out << "model: GPT, " << models::describe(gpt_config(meta, dir)) << "\n";
+    } else {
+      out << "model: " << meta.at("flags").value("model", std::string("?")) << " (no GPT shape)\n";
     }
-    out << "  " << rank_file_name(r) << "  " << std::setw(12) << entry.at("bytes").dump() << "  "
-        << entry.at("checksum").get<std::string>() << "  " << verdict << "\n";
-  }
-  size_t width = 4;
-  for (const auto& p : layout.parameters()) width = std::max(width, p.name.size());
-  int64_t total = 0;
-  out << "parameters: " << layout.parameters().size() << "\n";
-  for (const auto& p : layout.parameters()) {
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << p.name << "  "
-        << shape_str(p.shape) << std::right << "\n";
-    total += shape_numel(p.shape);
-  }
-  out << "parameter count: " << total << "\n";
-  ZS_CHECK_AS(CorruptCheckpoint, first_error.empty(), first_error);
+    const json& optimizer = meta.at("optimizer");
+    out << "optimizer: " << optimizer.at("kind").get<std::string>() << ", "
+        << optimizer.at("steps").dump() << " steps, state "
+        << meta.at("layout").at("optimizer_state").dump() << ", hyperparameters "
+        << optimizer.at("hyperparameters").dump() << "\n";
+    const json& scaler = meta.at("loss_scaler");
+    out << "loss scale: "
+        << (scaler.is_null()
+                ? std::string("none")
+                : scaler.at("scale").dump() + " (good steps " + scaler.at("good_steps").dump() +
+                      ", skipped steps " + scaler.at("skipped_steps").dump() + ")")
+        << "\n";
+
+    out << "files: " << layout.world_size() << "\n";
+    std::string first_error;
+    for (int r = 0; r < layout.world_size(); ++r) {
+      const json& entry = file_entry(meta, r);
+      const std::string file = rank_path(dir, r);
+      std::string verdict = "ok";
+      try {
+        verify_file(file, layout.file_bytes(r), file_checksum(meta, r));
+      } catch (const CorruptCheckpoint& e) {
+        verdict = fs::exists(file) ? "MISMATCH" : "MISSING";
+        if (first_error.empty()) first_error = e.what();
+      }
+      out << "  " << rank_file_name(r) << "  " << std::setw(12) << entry.at("bytes").dump() << "  "
+          << entry.at("checksum").get<std::string>() << "  " << verdict << "\n";
+    }
+    size_t width = 4;
+    for (const auto& p : layout.parameters()) width = std::max(width, p.name.size());
+    int64_t total = 0;
+    out << "parameters: " << layout.parameters().size() << "\n";
+    for (const auto& p : layout.parameters()) {
+      out << "  " << std::left << std::setw(static_cast<int>(width)) << p.name << "  "
+          << shape_str(p.shape) << std::right << "\n";
+      total += shape_numel(p.shape);
+    }
+    out << "parameter count: " << total << "\n";
+    ZS_CHECK_AS(CorruptCheckpoint, first_error.empty(), first_error);
+  });
 }
 
 CheckpointWeights::CheckpointWeights(const std::string& path)
     : dir_(resolve_step_dir(path)), meta_(read_checkpoint_meta(dir_)) {
-  config_ = gpt_config(meta_, dir_);
-  layout_ = std::make_unique<SavedLayout>(meta_, dir_);
-  for (int r = 0; r < layout_->world_size(); ++r) {
-    const std::string file = rank_path(dir_, r);
-    verify_file(file, layout_->file_bytes(r), file_checksum(meta_, r));
-    files_.emplace_back(file, std::ios::binary);
-    ZS_CHECK_AS(CorruptCheckpoint, files_.back().good(), "cannot open '", file, "'");
-  }
+  reading_meta(dir_, [&] {
+    config_ = gpt_config(meta_, dir_);
+    layout_ = std::make_unique<SavedLayout>(meta_, dir_);
+    for (int r = 0; r < layout_->world_size(); ++r) {
+      const std::string file = rank_path(dir_, r);
+      verify_file(file, layout_->file_bytes(r), file_checksum(meta_, r));
+      files_.emplace_back(file, std::ios::binary);
+      ZS_CHECK_AS(CorruptCheckpoint, files_.back().good(), "cannot open '", file, "'");
+    }
+  });
 }
 
 int64_t CheckpointWeights::completed_steps() const {
-  return meta_.at("completed_steps").get<int64_t>();
+  return reading_meta(
+      dir_, [&] { return metadata_integer(meta_.at("completed_steps"), dir_, "completed_steps"); });
 }
 
 void CheckpointWeights::fill(const std::string& name, const Shape& shape, float* dst) {

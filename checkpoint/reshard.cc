@@ -77,34 +77,76 @@ void check_tensors(const json& layout, const sharding::ShardedModel& model,
            " tensors, this model has ", here, "; it is a checkpoint of another model");
 }
 
+int64_t metadata_integer(const json& value, const std::string& source, const char* what) {
+  ZS_CHECK_AS(CorruptCheckpoint, value.is_number_integer(), "checkpoint '", source, "': ", what,
+              " is ", value.dump(), " in its meta.json, not an integer; the metadata is corrupt — ",
+              "resume from another checkpoint");
+  return value.get<int64_t>();
+}
+
 SavedLayout::SavedLayout(const json& meta, const std::string& source) : source_(source) {
-  const json& layout = meta.at("layout");
-  const json& units = layout.at("units");
-  tensors_ = 1 + layout.at("optimizer_state").size();
-  const size_t world = meta.at("files").size();
-  unit_bytes_.assign(world, std::vector<uint64_t>(units.size() + 1, 0));
-  for (size_t u = 0; u < units.size(); ++u) {
-    const json& rr = units[u].at("rank_ranges");
-    ZS_CHECK_AS(CorruptCheckpoint, rr.size() == world, "checkpoint '", source, "': unit ", u,
-                " has ", rr.size(), " rank ranges for ", world, " rank files");
-    ranges_.emplace_back();
-    for (size_t r = 0; r < world; ++r) {
-      ranges_[u].emplace_back(rr[r].at(0).get<int64_t>(), rr[r].at(1).get<int64_t>());
+  // meta.json is outside input: every number the spans and file sizes are computed from is
+  // checked here (ranges inside their unit, parameters inside their buffer, sizes that fit 64
+  // bits), and a key of the wrong type is a CorruptCheckpoint rather than a JSON exception.
+  const auto corrupt = [&](const auto&... what) {
+    ZS_THROW(CorruptCheckpoint, "checkpoint '", source, "': ", what...,
+             " in its meta.json; the metadata is corrupt — resume from another checkpoint");
+  };
+  try {
+    const json& layout = meta.at("layout");
+    const json& units = layout.at("units");
+    tensors_ = 1 + layout.at("optimizer_state").size();
+    const size_t world = meta.at("files").size();
+    unit_bytes_.assign(world, std::vector<uint64_t>(units.size() + 1, 0));
+    for (size_t u = 0; u < units.size(); ++u) {
+      const json& rr = units[u].at("rank_ranges");
+      ZS_CHECK_AS(CorruptCheckpoint, rr.size() == world, "checkpoint '", source, "': unit ", u,
+                  " has ", rr.size(), " rank ranges for ", world, " rank files");
+      const int64_t padded = metadata_integer(units[u].at("padded_numel"), source, "padded_numel");
+      if (padded < 0) corrupt("unit ", u, " has ", padded, " elements");
+      ranges_.emplace_back();
+      for (size_t r = 0; r < world; ++r) {
+        const int64_t begin = metadata_integer(rr[r].at(0), source, "a rank range's begin");
+        const int64_t end = metadata_integer(rr[r].at(1), source, "a rank range's end");
+        if (begin < 0 || begin > end || end > padded) {
+          corrupt("unit ", u, "'s range [", begin, ", ", end, ") of rank file ", r,
+                  " is not inside its ", padded, " elements");
+        }
+        ranges_[u].emplace_back(begin, end);
+      }
+      cover_.push_back(covering_ranks(units[u], source));
+      for (const json& p : units[u].at("parameters")) {
+        const std::string name = p.at("name").get<std::string>();
+        Shape shape;
+        int64_t numel = 1;
+        for (const json& dim : p.at("shape")) {
+          shape.push_back(metadata_integer(dim, source, "a dimension of a parameter's shape"));
+          if (shape.back() < 0 || __builtin_mul_overflow(numel, shape.back(), &numel)) {
+            corrupt("parameter '", name, "' has the shape ", p.at("shape").dump());
+          }
+        }
+        const int64_t offset = metadata_integer(p.at("offset"), source, "a parameter's offset");
+        if (offset < 0 || numel > padded || offset > padded - numel) {
+          corrupt("parameter '", name, "' (", numel, " elements at offset ", offset,
+                  ") is not inside its unit's ", padded, " elements");
+        }
+        parameters_.push_back({name, shape});
+        where_[name] = {u, offset, numel};
+      }
     }
-    cover_.push_back(covering_ranks(units[u], source));
-    for (const json& p : units[u].at("parameters")) {
-      const std::string name = p.at("name").get<std::string>();
-      const Shape shape = p.at("shape").get<Shape>();
-      parameters_.push_back({name, shape});
-      where_[name] = {u, p.at("offset").get<int64_t>(), shape_numel(shape)};
-    }
+  } catch (const json::exception& e) {
+    corrupt("the layout is not what zeroshard writes (", e.what(), ")");
   }
   // Byte offset of each unit in each rank file, and each file's size.
-  for (size_t r = 0; r < world; ++r) {
-    for (size_t u = 0; u < units.size(); ++u) {
+  for (size_t r = 0; r < unit_bytes_.size(); ++r) {
+    for (size_t u = 0; u + 1 < unit_bytes_[r].size(); ++u) {
       const auto [begin, end] = ranges_[u][r];
-      unit_bytes_[r][u + 1] =
-          unit_bytes_[r][u] + tensors_ * static_cast<uint64_t>(end - begin) * sizeof(float);
+      uint64_t bytes = 0;
+      if (__builtin_mul_overflow(static_cast<uint64_t>(end - begin), tensors_ * sizeof(float),
+                                 &bytes) ||
+          __builtin_add_overflow(unit_bytes_[r][u], bytes, &unit_bytes_[r][u + 1])) {
+        corrupt("rank file ", r, " would be larger than 2^64 bytes");
+      }
     }
   }
 }

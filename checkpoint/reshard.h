@@ -37,6 +37,11 @@
 
 namespace zs::checkpoint {
 
+// `value` of a checkpoint's meta.json as an integer; CorruptCheckpoint naming `what` and `source`
+// when it is of another type (a float is refused, not converted: one out of range would be
+// undefined behaviour).
+int64_t metadata_integer(const nlohmann::json& value, const std::string& source, const char* what);
+
 // Throws InvalidArgument unless every parameter of `model` is in `layout` (from layout_json of
 // the saved run) under its name with the same shape (a mismatch names the tensor and both
 // shapes), each saved parameter is in `model`, and the optimizer state names agree. Offsets,

@@ -48,12 +48,14 @@ std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int w
   for (size_t k = 0; k < optimizer.num_views(); ++k) {
     const auto [begin, end] = file_range(model, k, world_rank);
     const int64_t offset = begin - model.master_range(k, world_rank).first;
+    // A plain variable for the lambda: capturing a structured binding is C++20 (clang 14 refuses).
+    const int64_t count = end - begin;
     const Tensor& master = optimizer.view(k).master;
     // The file's part of a tensor: the tensor itself where the file holds all of it.
     const auto part = [&](const Tensor& t) {
       ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
                ", expected fp32 masters and optimizer state");
-      return offset == 0 && end - begin == t.numel() ? t : t.slice(offset, {end - begin});
+      return offset == 0 && count == t.numel() ? t : t.slice(offset, {count});
     };
     tensors.push_back(part(master));
     for (const Tensor& state : optimizer.state(k)) tensors.push_back(part(state));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what zeroshard needs to build and test from Debian's packages, and nothing that is
-# already there. Idempotent; runs as root or through sudo. Usage: scripts/setup.sh
+# already there. Idempotent; runs as root or through sudo.
+# Usage: scripts/setup.sh [--fuzz]   (--fuzz: also clang and libFuzzer, for scripts/fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,12 @@ packages=(
   fortunes  # the demo's English text corpus (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-14 libclang-rt-14-dev libomp-14-dev)
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/setup.sh [--fuzz]" >&2
+  exit 2
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -74,10 +74,16 @@ class KeyReader {
     return value.get<double>();
   }
   int64_t integer(const json& value, const std::string& key) const {
-    ZS_CHECK(value.is_number_integer() ||
-                 (value.is_number() && std::floor(value.get<double>()) == value.get<double>()),
-             "deepspeed config: '", child(key), "' must be an integer, got ", value.dump());
-    return value.get<int64_t>();
+    // DeepSpeed configs write sizes as floats (5e8): a whole float is taken where int64 holds
+    // it; converting one it does not hold (1e47) would be undefined behaviour.
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    const double number = value.is_number_float() ? value.get<double>() : 0;
+    const bool whole_float = value.is_number_float() && std::floor(number) == number &&
+                             number >= -kTwoTo63 && number < kTwoTo63;
+    ZS_CHECK(value.is_number_integer() || whole_float, "deepspeed config: '", child(key),
+             "' must be an integer", value.is_number_float() ? " within ±2^63" : "", ", got ",
+             value.dump());
+    return whole_float ? static_cast<int64_t>(number) : value.get<int64_t>();
   }
   bool boolean(const json& value, const std::string& key) const {
     ZS_CHECK(value.is_boolean(), "deepspeed config: '", child(key), "' must be true or false, got ",
@@ -438,7 +444,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1E999
     ZS_THROW(InvalidArgument, "deepspeed config ", source, " is not valid JSON: ", e.what());
   }
   std::vector<std::string> unknown;
