@@ -19,7 +19,8 @@
 //   runtime/half.h), accumulated in fp32 and rounded once (nearest even). avg = the fp32 sum
 //   divided by N in fp32 (not multiplied by 1/N), then rounded once to fp16/bf16. int32 and
 //   int64 sums wrap modulo 2^32 and 2^64 (overflow is the caller's problem); their avg is the
-//   wrapped sum divided by N with C++ `/` (truncation toward zero). max/min compare in the element type's value.
+//   wrapped sum divided by N with C++ `/` (truncation toward zero). max/min compare in the element
+//   type's value.
 // - send/recv are eager: if the receiver is already waiting in the matching recv, send copies
 //   straight into its buffer; otherwise send copies the data into the receiver's mailbox (one
 //   FIFO per sender) and returns. So send never waits for the receiver, and two ranks that both
@@ -74,6 +75,9 @@ struct LocalRunOptions {
   // ranks waiting in its collectives fail at once.
   std::function<std::unique_ptr<Communicator>(std::unique_ptr<Backend> local, int rank)>
       make_communicator;
+  // The timeout() of each rank's Communicator (when make_communicator is empty): the bound of
+  // every collective whose options name none.
+  std::chrono::milliseconds timeout = default_timeout();
 };
 
 // Runs fn(comm) on `size` threads, one per rank, each inside RankScope(rank) with its own
