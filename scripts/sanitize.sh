@@ -30,12 +30,17 @@ cd "$(dirname "$0")/.."
 kind=${1:-}
 shift || true
 jobs=${ZS_SANITIZE_JOBS:-$(nproc)}
-common=(-DCMAKE_BUILD_TYPE=Release -DZS_CUDA=OFF -DZS_MPI=OFF -DZS_BUILD_BENCH=OFF -DZS_WERROR=ON)
+# ZS_WERROR stays off: the main build (scripts/test.sh) holds warnings to errors, and GCC's
+# instrumented builds report uninitialized/overflow warnings of their own making.
+common=(-DCMAKE_BUILD_TYPE=Release -DZS_CUDA=OFF -DZS_MPI=OFF -DZS_BUILD_BENCH=OFF -DZS_WERROR=OFF)
 
 case "$kind" in
   asan)
     build_dir=build-asan
-    configure=("${common[@]}" -DZS_SANITIZE=address,undefined)
+    # -O1, not Release's -O3: GCC's ASan+UBSan instrumentation doubles the compile time of -O3
+    # (train/engine.cc: 5.9 s uninstrumented, 22.1 s ASan+UBSan at -O3, 11.5 s at -O1, CPU
+    # seconds), and this build is the largest part of CI's time.
+    configure=("${common[@]}" -DZS_SANITIZE=address,undefined "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
     targets=(zs_runtime_tests zs_ops_tests zs_data_tests zs_models_tests zs_optim_tests
              zs_comm_tests zs_sharding_tests zs_train_tests zs_checkpoint_tests zs_apps_tests)
     select=(-L "unit|multirank" -LE "mpi|slow|gpu" -E "^scripts\\.")
@@ -48,8 +53,10 @@ case "$kind" in
     build_dir=build-tsan
     configure=("${common[@]}" -DZS_SANITIZE=thread -DZS_GEMM=eigen)
     targets=(zs_comm_tests zs_sharding_tests zs_train_tests)
-    # The comm and sharding programs whole; from the train program the engine's multi-rank runs.
-    select=(-L multirank -R "(^|/)(Local|CpuStreamOrder|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine)[A-Za-z]*\\.")
+    # The comm and sharding programs whole, except the collective suite on 3 and 4 ranks (the
+    # 2-rank case runs the same code; those took 45 s and 117 s under TSan here); from the train
+    # program the engine's multi-rank runs.
+    select=(-L multirank -E "LocalSuite\\..*/[34]ranks" -R "(^|/)(Local|CpuStreamOrder|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine)[A-Za-z]*\\.")
     export OMP_NUM_THREADS=1
     export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:history_size=4:suppressions=$PWD/scripts/tsan.supp}
     ;;
