@@ -59,6 +59,10 @@ class Restarts : public ::testing::Test {
     TrainConfig c = zs::testing::short_gpt_run(corpus, 2, 3, DType::kF32);
     c.checkpoint_dir = dir.path(name);
     c.checkpoint_interval = 2;
+    // Saves are published before the next step: the tests restart from the save just before the
+    // fault, and a background write can still be running then on a slow machine (seen under
+    // ASan), when the restart would find an older checkpoint or none.
+    c.checkpoint_async = false;
     c.save_weights = dir.path(name + ".safetensors");
     return c;
   }
@@ -140,9 +144,6 @@ TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
   // all-reduces), after the checkpoint of step 2.
   f.comm.fail_call = 70;
   c.injected_faults = {f};
-  // The save of step 2 must be published before step 3 fails: a background write can still be
-  // running then on a slow machine (seen under ASan), and the restart would start from scratch.
-  c.checkpoint_async = false;
   expect_restarted_once_like_uninterrupted(
       c, {"restart 1 of 1 after: CommError", "fail_call", "step-000002 after 2 steps"});
 }
