@@ -59,28 +59,33 @@ std::string describe_call(const char* what, uint64_t sequence, const Tensor& t,
 
 }  // namespace
 
-Communicator::Communicator(std::unique_ptr<Backend> backend)
+Communicator::Communicator(std::unique_ptr<Backend> backend, std::chrono::milliseconds timeout)
     : backend_(std::move(backend)),
       rank_(backend_ ? backend_->rank() : -1),
       size_(backend_ ? backend_->size() : 0),
       log_rank_(current_log_rank()),
       buffer_device_(moves_device_memory(backend_.get()) ? Device::cuda(0) : Device::cpu()),
-      check_device_index_(false) {
+      check_device_index_(false),
+      timeout_(timeout) {
   start();
 }
 
-Communicator::Communicator(std::unique_ptr<Backend> backend, Device buffer_device)
+Communicator::Communicator(std::unique_ptr<Backend> backend, Device buffer_device,
+                           std::chrono::milliseconds timeout)
     : backend_(std::move(backend)),
       rank_(backend_ ? backend_->rank() : -1),
       size_(backend_ ? backend_->size() : 0),
       log_rank_(current_log_rank()),
       buffer_device_(buffer_device),
-      check_device_index_(true) {
+      check_device_index_(true),
+      timeout_(timeout) {
   start();
 }
 
 void Communicator::start() {
   ZS_CHECK(backend_ != nullptr, "Communicator needs a backend");
+  ZS_CHECK(timeout_.count() > 0, "Communicator: the collective timeout must be positive, got ",
+           timeout_.count(), " ms");
   if (moves_device_memory(backend_.get())) {
     ZS_CHECK(buffer_device_.is_cuda(), "Communicator: the ", backend_->name(),
              " backend moves device memory, but the buffer device given is ", buffer_device_.str(),
@@ -144,9 +149,13 @@ WorkPtr Communicator::enqueue(CollectiveKind kind, std::string description,
   // the compute stream has enqueued so far (backend.h, prepare()).
   std::shared_ptr<DeviceSync> sync = backend_->prepare(kind, compute_stream_);
   auto work = std::make_shared<Work>(std::move(description), std::move(buffers), sync);
-  Task task{work,           kind,           bytes,
-            root,           std::move(run), Call{kind, 0, {}, options.tag, std::move(sync)},
-            options.timeout};
+  Task task{work,
+            kind,
+            bytes,
+            root,
+            std::move(run),
+            Call{kind, 0, {}, options.tag, std::move(sync)},
+            options.timeout.value_or(timeout_)};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task.call.sequence = next_sequence_++;
@@ -447,8 +456,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key,
   if (!sub) return nullptr;
   // A sub-group of an nccl communicator runs on the same GPU, after the same compute stream.
   std::unique_ptr<Communicator> group =
-      check_device_index_ ? std::make_unique<Communicator>(std::move(sub), buffer_device_)
-                          : std::make_unique<Communicator>(std::move(sub));
+      check_device_index_ ? std::make_unique<Communicator>(std::move(sub), buffer_device_, timeout_)
+                          : std::make_unique<Communicator>(std::move(sub), timeout_);
   group->set_compute_stream(compute_stream_);
   return group;
 }
@@ -462,13 +471,10 @@ void Communicator::flush() {
   // tasks start in queue order, so when it completes every earlier task has completed and its
   // closure and buffers are gone (finish_task, and the thread's Task going out of scope).
   auto work = std::make_shared<Work>("flush", std::vector<Tensor>{}, nullptr);
-  Task task{work,
-            CollectiveKind::kBarrier,
-            0,
-            -1,
-            [](const Call&) {},
-            Call{CollectiveKind::kBarrier, 0, {}, "flush", nullptr},
-            default_timeout()};
+  Task task{
+      work,     CollectiveKind::kBarrier, 0,
+      -1,       [](const Call&) {},       Call{CollectiveKind::kBarrier, 0, {}, "flush", nullptr},
+      timeout()};
   task.counted = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -65,11 +65,14 @@ namespace zs::comm {
 class Communicator {
  public:
   // Buffers on the CPU, or for a backend named "nccl" on a CUDA device whose index is not
-  // checked (use the overload below to check it).
-  explicit Communicator(std::unique_ptr<Backend> backend);
+  // checked (use the overload below to check it). `timeout`: the timeout of every collective
+  // whose options name none (see timeout()).
+  explicit Communicator(std::unique_ptr<Backend> backend,
+                        std::chrono::milliseconds timeout = default_timeout());
   // Buffers on `buffer_device`: cpu for "local"/"mpi", cuda:N for an "nccl" backend on GPU N
   // (comm/factory does this). Throws InvalidArgument if the device does not suit the backend.
-  Communicator(std::unique_ptr<Backend> backend, Device buffer_device);
+  Communicator(std::unique_ptr<Backend> backend, Device buffer_device,
+               std::chrono::milliseconds timeout = default_timeout());
   // Drains the queue (waits for queued collectives), then stops the thread.
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -80,6 +83,11 @@ class Communicator {
   const char* backend_name() const { return backend_->name(); }
   // Where this communicator's tensors must live (see the file comment).
   Device buffer_device() const { return buffer_device_; }
+  // How long a collective may take when its CollectiveOptions name no timeout: fixed when the
+  // communicator is created (a program's configured timeout, e.g. zs-train --comm-timeout, or
+  // default_timeout()), and inherited by split() groups, so one setting reaches every collective
+  // of a run without a process-wide variable.
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // At most this many device collectives are issued and not yet complete at a time; the next
   // waits on the communicator thread (it bounds what in-flight collectives hold: buffers,
@@ -178,6 +186,7 @@ class Communicator {
   const int log_rank_;  // the creating thread's log rank, for the comm thread's messages
   const Device buffer_device_;
   const bool check_device_index_;  // false: any CUDA index (an nccl backend of unknown device)
+  const std::chrono::milliseconds timeout_;
   CommStats stats_;
   StreamRef compute_stream_;  // read and written by the issuing thread only
   uint64_t next_sequence_ = 0;

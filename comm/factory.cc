@@ -86,7 +86,7 @@ std::unique_ptr<Communicator> make_mpi_world(const LaunchInfo& launch,
   MpiWorld world = form_mpi_world(launch, timeout);
   // The communicator thread takes its log rank from the creating thread.
   RankScope rank_scope(world.backend->rank());
-  return std::make_unique<Communicator>(std::move(world.backend));
+  return std::make_unique<Communicator>(std::move(world.backend), timeout);
 }
 
 // torchrun's world: no CPU backend exists to bootstrap over, so rank 0's unique id goes over the
@@ -111,7 +111,7 @@ std::unique_ptr<Communicator> make_nccl_world_over_tcp(const GpuCommBackend& ncc
                                    deadline - std::chrono::steady_clock::now()));
     std::unique_ptr<Backend> backend = nccl.create_from_id(
         unique_id, launch.rank, launch.world_size, device, left, device_tracker);
-    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device), timeout);
   } catch (const Error& e) {
     ZS_LOG_ERROR(
         "cannot form the NCCL world of {} over the TCP rendezvous at {}:{} (port from {}): {}",
@@ -165,7 +165,7 @@ std::unique_ptr<Communicator> make_nccl_world(const LaunchInfo& launch,
     // The nccl backend owns its bootstrap: with MPI, MPI is finalized after NCCL is destroyed.
     std::unique_ptr<Backend> backend =
         nccl->create(std::move(bootstrap), device, timeout, device_tracker);
-    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device));
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(device), timeout);
   } catch (const Error& e) {
     ZS_LOG_ERROR("cannot form the NCCL world on rank {} of {} (cuda:{}): {}", rank, size, device,
                  e.what());
@@ -275,13 +275,14 @@ void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
            " ranks, or start one process per GPU across nodes with "
            "mpirun or srun");
   LocalRunOptions options;
+  options.timeout = timeout;
   options.make_communicator = [&](std::unique_ptr<Backend> local, int rank) {
     // The rank's GPU is its thread's device from here on (see make_nccl_world).
     nccl->make_current(rank);
     MemoryTracker* tracker =
         scratch_trackers.empty() ? nullptr : scratch_trackers[static_cast<size_t>(rank)];
     std::unique_ptr<Backend> backend = nccl->create(std::move(local), rank, timeout, tracker);
-    return std::make_unique<Communicator>(std::move(backend), Device::cuda(rank));
+    return std::make_unique<Communicator>(std::move(backend), Device::cuda(rank), timeout);
   };
   run_local_ranks(size, fn, options);
 }
@@ -295,7 +296,7 @@ std::unique_ptr<Communicator> make_world_communicator(const std::string& backend
   if (resolved == "nccl") return make_nccl_world(launch, timeout, device_tracker);
   std::vector<std::unique_ptr<Backend>> backends = make_local_backends(1);
   RankScope rank_scope(0);
-  return std::make_unique<Communicator>(std::move(backends[0]));
+  return std::make_unique<Communicator>(std::move(backends[0]), timeout);
 }
 
 }  // namespace zs::comm

@@ -40,9 +40,10 @@ bool backend_built(const std::string& name);
 
 // The world communicator of this process for `backend` ("auto", "mpi", "local", "nccl").
 // `timeout` bounds forming the world (every rank must start within it; for "nccl", forming the
-// bootstrap and then the NCCL group). Throws InvalidArgument for an unknown or unbuilt backend,
-// a launch the backend cannot serve (e.g. "local" in a process that mpirun started as one of N
-// ranks), or "nccl" in a process that sees no CUDA device (naming CUDA's reason);
+// bootstrap and then the NCCL group), and is the communicator's timeout() afterwards: the bound of
+// every collective whose options name none. Throws InvalidArgument for an unknown or unbuilt
+// backend, a launch the backend cannot serve (e.g. "local" in a process that mpirun started as one
+// of N ranks), or "nccl" in a process that sees no CUDA device (naming CUDA's reason);
 // CommError/CommTimeout if MPI or NCCL cannot form the world — under MPI the job is then
 // aborted (the other ranks stop instead of waiting).
 // `device_tracker` (nccl only; may be null): charged, as comm_buffers, for the backend's own
@@ -54,12 +55,12 @@ std::unique_ptr<Communicator> make_world_communicator(
 
 // Ranks as threads on GPUs: runs fn(comm) on `size` threads of this process, rank r on GPU r (its
 // thread's current device) with a Communicator over an nccl group formed across the threads (over
-// a local bootstrap, within `timeout`); errors as run_local_ranks (comm/local/local_backend.h): a
-// failing rank aborts the others' collectives, and the root cause is rethrown after every thread
-// has joined. `scratch_trackers` (empty, or one per rank, each outliving the run): charged for
-// the nccl backend's device scratch, as make_world_communicator's device_tracker. Throws
-// InvalidArgument before starting when fewer than `size` GPUs are visible (NCCL needs one GPU
-// per rank) or nccl is not built.
+// a local bootstrap, within `timeout`, which is also each Communicator's timeout()); errors as
+// run_local_ranks (comm/local/local_backend.h): a failing rank aborts the others' collectives, and
+// the root cause is rethrown after every thread has joined. `scratch_trackers` (empty, or one per
+// rank, each outliving the run): charged for the nccl backend's device scratch, as
+// make_world_communicator's device_tracker. Throws InvalidArgument before starting when fewer than
+// `size` GPUs are visible (NCCL needs one GPU per rank) or nccl is not built.
 void run_gpu_ranks(int size, const std::function<void(Communicator&)>& fn,
                    const std::vector<MemoryTracker*>& scratch_trackers = {},
                    std::chrono::milliseconds timeout = default_timeout());

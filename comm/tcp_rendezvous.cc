@@ -320,7 +320,8 @@ void RendezvousServer::serve(const std::vector<uint8_t>& blob, int world_size,
           " rank(s) to join the rendezvous, but rank(s) ", missing,
           " never came. Start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE; "
           "check that those hosts can reach this one on that port (firewall) and did not fail "
-          "before joining (their logs), or raise ZS_COMM_TIMEOUT_S if they start late");
+          "before joining (their logs), or raise the timeout (zs-train --comm-timeout, "
+          "ZS_COMM_TIMEOUT_S) if they start late");
       refuse_all(reason, -1, 0);
       ZS_THROW(CommTimeout, reason);
     }
@@ -418,7 +419,8 @@ std::vector<uint8_t> fetch_rendezvous_blob(const RendezvousSpec& spec) {
               " ms (last error: ", last_error,
               "). Rank 0 listens there once it starts: check that rank 0 is running, that "
               "MASTER_ADDR and MASTER_PORT are the same on every rank and reachable from this "
-              "host (no firewall between the nodes), or raise ZS_COMM_TIMEOUT_S if rank 0 starts "
+              "host (no firewall between the nodes), or raise the timeout (zs-train "
+              "--comm-timeout, ZS_COMM_TIMEOUT_S) if rank 0 starts "
               "late");
   const IoResult said =
       send_frame(fd.get(), FrameKind::kHello, spec.world_size, spec.rank, nullptr, 0, deadline);
@@ -431,7 +433,7 @@ std::vector<uint8_t> fetch_rendezvous_blob(const RendezvousSpec& spec) {
               " joined the rendezvous at ", where, ", but rank 0 did not send the blob within ",
               spec.timeout.count(),
               " ms: some other rank has not joined (rank 0's log names them); start every rank, "
-              "or raise ZS_COMM_TIMEOUT_S");
+              "or raise the timeout (zs-train --comm-timeout, ZS_COMM_TIMEOUT_S)");
   ZS_CHECK_AS(CommError, got == IoResult::kDone, "rank ", spec.rank, ": rank 0's rendezvous at ",
               where,
               " closed the connection before sending the blob: rank 0 refused this job or "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "runtime/device.h"
@@ -27,12 +28,16 @@ enum class CollectiveKind {
 constexpr int kNumCollectiveKinds = 10;
 const char* collective_name(CollectiveKind kind);  // "all_reduce", ...
 
-// Default time a collective may take before it fails with CommTimeout (ZS_COMM_TIMEOUT_S
-// overrides it process-wide when set).
+// The timeout a communicator gets when its creator names none: ZS_COMM_TIMEOUT_S (seconds) when
+// set to a positive number, else 600 s. Read once, at the first call. Programs that take a
+// timeout of their own (zs-train --comm-timeout) pass it to the communicator they create instead;
+// this is only the fallback.
 std::chrono::milliseconds default_timeout();
 
 struct CollectiveOptions {
-  std::chrono::milliseconds timeout = default_timeout();
+  // Time the collective may take before it fails with CommTimeout; unset (the default, e.g.
+  // `{{}, "tag"}`): the communicator's timeout (Communicator::timeout()).
+  std::optional<std::chrono::milliseconds> timeout;
   // What the collective is for, named in errors ("unit blocks.3 all-gather").
   std::string tag;
 };

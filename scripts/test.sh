@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, run the whole test suite (ctest).
-# Extra arguments go to ctest, e.g. scripts/test.sh -L unit.
+# README command 2: install what is missing, build, run the whole test suite (ctest), then the
+# sanitizer jobs (scripts/sanitize.sh: ASan+UBSan over the unit and multirank tests, TSan over
+# the comm, sharding and engine multirank tests, each in its own build directory). CI runs this.
+# Extra arguments go to ctest and select part of the main suite, e.g. scripts/test.sh -L unit;
+# the sanitizer jobs then do not run (a selection is a local check). ZS_SKIP_SANITIZERS=1 skips
+# them for the whole suite too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 # Warnings in our own code are errors here (CI runs this), in the CPU and the CUDA configuration.
 scripts/build.sh -DZS_WERROR=ON
 ctest --test-dir "${ZS_BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" "$@"
+if [ $# -eq 0 ] && [ "${ZS_SKIP_SANITIZERS:-0}" != 1 ]; then
+  scripts/sanitize.sh asan
+  scripts/sanitize.sh tsan
+fi

@@ -246,7 +246,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         live_gathered_bytes_ += u.full_bytes;
         peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
       }
-      shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name})->wait();
+      shard_comm_->all_gather(u.compute_shard, u.full, {{}, u.name})->wait();
     }
 
     // Boundaries around the unit's forward.
@@ -317,7 +317,7 @@ void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
-  u.gathering = shard_comm_->all_gather(u.compute_shard, u.full, {comm::default_timeout(), u.name});
+  u.gathering = shard_comm_->all_gather(u.compute_shard, u.full, {{}, u.name});
 }
 
 void ShardedModel::gather(Unit& u) {
@@ -393,7 +393,7 @@ void ShardedModel::reduce_grads(Unit& u) {
     // at most max_reductions_in_flight reductions (this one included) hold full gradients.
     wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
   }
-  const comm::CollectiveOptions options{comm::default_timeout(), "gradients of " + u.name};
+  const comm::CollectiveOptions options{{}, "gradients of " + u.name};
   // What travels: the flat gradient, cast to reduce_dtype if that differs.
   Tensor send = u.grad_full;
   if (config_.reduce_dtype != config_.param_dtype) {
@@ -420,8 +420,8 @@ void ShardedModel::reduce_grads(Unit& u) {
           const Tensor gradient = Tensor::from_storage(
               send.storage(), send.offset_bytes() + static_cast<size_t>(u.offsets[i]) * size,
               {p.numel()}, send.dtype(), "gradient of " + p.name());
-          u.reductions.push_back(shard_comm_->all_reduce(
-              gradient, comm::ReduceOp::kAvg, {comm::default_timeout(), gradient.name()}));
+          u.reductions.push_back(
+              shard_comm_->all_reduce(gradient, comm::ReduceOp::kAvg, {{}, gradient.name()}));
         }
         break;
       }
@@ -503,7 +503,7 @@ void ShardedModel::finish_backward() {
       const Tensor& result = u->reduced.defined() ? u->reduced : u->grad;
       inter_group_
           ->all_reduce(result, comm::ReduceOp::kAvg,
-                       {comm::default_timeout(), "gradients of " + u->name + " across groups"})
+                       {{}, "gradients of " + u->name + " across groups"})
           ->wait_on(stream);
     }
     if (u->reduced.defined()) {
@@ -537,8 +537,7 @@ void ShardedModel::refresh_full_parameters() {
     }
     refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
-      works.push_back(
-          shard_comm_->all_gather(u->compute_shard, u->full, {comm::default_timeout(), u->name}));
+      works.push_back(shard_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
     }
   }
   // The next forward's kernels wait for the gathers on the device; the host waits here (once
@@ -606,7 +605,7 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   verdict.fill(static_cast<float>(error ? comm_.rank() : comm_.size()));
   comm_
       .all_reduce(verdict, comm::ReduceOp::kMin,
-                  {comm::default_timeout(), "load_full_parameters: did every fill succeed"})
+                  {{}, "load_full_parameters: did every fill succeed"})
       ->wait();
   const int failed_rank = static_cast<int>(verdict.item());
   if (error) {
@@ -636,8 +635,7 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
     if (policy_.masters_sharded) {
       full = Tensor::empty({u->padded}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
                            "unit " + u->name + " gathered masters");
-      shard_comm_->all_gather(u->master, full, {comm::default_timeout(), u->name + " masters"})
-          ->wait();
+      shard_comm_->all_gather(u->master, full, {{}, u->name + " masters"})->wait();
     }
     if (error) continue;  // keep issuing the collectives the other ranks issue
     try {

@@ -191,8 +191,7 @@ std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
   Tensor t = Tensor::empty({static_cast<int64_t>(table.size())}, DType::kF32, *s_.compute,
                            MemoryCategory::kCommBuffers, "checkpoint: " + what);
   t.copy_from(table);
-  s_.comm->all_reduce(t, comm::ReduceOp::kSum, {comm::default_timeout(), "checkpoint: " + what})
-      ->wait();
+  s_.comm->all_reduce(t, comm::ReduceOp::kSum, {{}, "checkpoint: " + what})->wait();
   return t.to_vector();
 }
 

@@ -229,6 +229,13 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          "averaged, scattered back; CPU only): the naive two are for comparison")
       ->type_name("SYNC")
       ->group(kParallel);
+  app.add_option("--comm-timeout", c.comm_timeout_s,
+                 "seconds any collective may take before the run fails naming it and the ranks "
+                 "that did not arrive (also the bound on forming an mpi/nccl world); precedence: "
+                 "this flag, then the environment's ZS_COMM_TIMEOUT_S, then 600")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber)
+      ->group(kParallel);
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);
   app.add_option("--max-live-gathered", max_live, "stage 3: limit on gathered parameter bytes")
       ->group(kParallel);

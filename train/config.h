@@ -88,7 +88,11 @@ struct TrainConfig {
   // Where each rank computes: "cpu", or "cuda" = GPU local_rank % (visible GPUs), with the nccl
   // backend ("auto" becomes nccl; local/mpi are refused) and one process per rank.
   std::string device = "cpu";
-  int ranks = 1;         // local backend: how many rank threads
+  int ranks = 1;  // local backend: how many rank threads
+  // How long any collective of the run may take before the run fails with CommTimeout naming it
+  // and the ranks that did not arrive; also the bound on forming an mpi/nccl world. 0: the
+  // environment's ZS_COMM_TIMEOUT_S, else 600 s (comm::default_timeout()).
+  double comm_timeout_s = 0;
   int stage = 3;         // ZeRO stage 0 (DDP), 1, 2, 3
   int hybrid_group = 0;  // > 0: hybrid sharding inside groups of this many ranks
   bool prefetch = true;

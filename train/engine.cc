@@ -5,6 +5,7 @@
 #include "train/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -263,6 +264,21 @@ class RankRun final : private StepRunner {
   std::unique_ptr<Trainer> trainer_;
 };
 
+// The timeout of every collective of the run (TrainConfig::comm_timeout_s), given to each
+// communicator when it is created: --comm-timeout, else ZS_COMM_TIMEOUT_S, else 600 s.
+std::chrono::milliseconds comm_timeout(const TrainConfig& config) {
+  // A year bounds the conversion to milliseconds (and no collective should wait longer).
+  constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+  ZS_CHECK(config.comm_timeout_s >= 0 && config.comm_timeout_s <= kMaxSeconds, "--comm-timeout ",
+           config.comm_timeout_s,
+           ": expected seconds in (0, 31536000], e.g. 300, or leave it out for ZS_COMM_TIMEOUT_S "
+           "(default 600)");
+  if (config.comm_timeout_s == 0) return comm::default_timeout();
+  // At least 1 ms: a positive timeout below a millisecond would otherwise round to none.
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::milliseconds(static_cast<int64_t>(config.comm_timeout_s * 1000)));
+}
+
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
                double gemm_peak, int attempt, TrainResult& result);
@@ -323,6 +339,7 @@ TrainResult run_training(const TrainConfig& config) {
            "); start one process per rank (mpirun -np ", config.ranks,
            " zs-train ..., or srun), or drop --ranks");
   validate(config, world);
+  (void)comm_timeout(config);  // a bad --comm-timeout fails before any data is read
   check_restart_settings(config, rank_threads(config, backend, launch), launch);
   ZS_CHECK(!has_comm_faults(config, -1) || backend == "local",
            "injected communicator faults wrap the local backend's ranks; this run uses ", backend);
@@ -433,9 +450,10 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
           .run();
     };
     if (gpus) {
-      comm::run_gpu_ranks(config.ranks, rank_main, scratch_trackers);
+      comm::run_gpu_ranks(config.ranks, rank_main, scratch_trackers, comm_timeout(config));
     } else {
       comm::LocalRunOptions options;
+      options.timeout = comm_timeout(config);
       if (has_comm_faults(config, attempt)) {
         options.wrap_backend = [&](std::unique_ptr<comm::Backend> backend, int rank) {
           return local_fault_wrapper(config, attempt, std::move(backend), rank);
@@ -450,7 +468,7 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
                               : Device::cpu();
     MemoryTracker tracker(rank_tracker_name(launch.rank, device));
     std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(
-        backend, launch, comm::default_timeout(), device.is_cuda() ? &tracker : nullptr);
+        backend, launch, comm_timeout(config), device.is_cuda() ? &tracker : nullptr);
     RankScope scope(comm->rank());
     RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, gemm_peak, attempt, &result)
         .run();

@@ -21,7 +21,7 @@ std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocato
                              MemoryCategory::kCommBuffers, "u64 gathered");
   // Staged on the host (the tensors live on the communicator's buffer device).
   mine.copy_from_host(values.data());
-  comm.all_gather(mine, all, {comm::default_timeout(), "figures for the log"})->wait();
+  comm.all_gather(mine, all, {{}, "figures for the log"})->wait();
   std::vector<uint64_t> gathered(static_cast<size_t>(n * comm.size()));
   all.copy_to_host(gathered.data());
   std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));

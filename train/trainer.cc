@@ -76,7 +76,7 @@ StepRecord Trainer::step(int64_t step) {
   // device; fill()/item() store and read the same float on the CPU as a plain store and load.
   Tensor mean = Tensor::empty({1}, DType::kF32, r_.compute, MemoryCategory::kCommBuffers, "loss");
   mean.fill(static_cast<float>(loss_sum / static_cast<double>(micro_batches)));
-  r_.comm.all_reduce(mean, comm::ReduceOp::kAvg, {comm::default_timeout(), "logged loss"})->wait();
+  r_.comm.all_reduce(mean, comm::ReduceOp::kAvg, {{}, "logged loss"})->wait();
   rec.loss = mean.item();
   ZS_CHECK_AS(NumericalError, std::isfinite(rec.loss) || options_.precision == DType::kF16, "step ",
               step, ": the loss is ", rec.loss, "; lower --lr (now ", rec.lr,

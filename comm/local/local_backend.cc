@@ -762,8 +762,9 @@ void run_local_ranks(int size, const std::function<void(Communicator&)>& fn,
         // Declared outside the inner try: on an error the group is aborted before the
         // Communicator's destructor drains its queue, so queued collectives fail fast.
         std::unique_ptr<Communicator> comm =
-            options.make_communicator ? options.make_communicator(std::move(backends[r]), r)
-                                      : std::make_unique<Communicator>(std::move(backends[r]));
+            options.make_communicator
+                ? options.make_communicator(std::move(backends[r]), r)
+                : std::make_unique<Communicator>(std::move(backends[r]), options.timeout);
         ZS_CHECK(comm != nullptr, "run_local_ranks: make_communicator returned null for rank ", r);
         // Registered while it exists: the guard (declared after `comm`, so destroyed before it)
         // takes it out of the registry on every path, also when an exception leaves the scope.

@@ -80,6 +80,9 @@ struct LocalRunOptions {
   // ranks waiting in its collectives fail at once.
   std::function<std::unique_ptr<Communicator>(std::unique_ptr<Backend> local, int rank)>
       make_communicator;
+  // The timeout() of each rank's Communicator (when make_communicator is empty): the bound of
+  // every collective whose options name none.
+  std::chrono::milliseconds timeout = default_timeout();
 };
 
 // Runs fn(comm) on `size` threads, one per rank, each inside RankScope(rank) with its own

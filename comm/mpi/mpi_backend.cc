@@ -355,7 +355,7 @@ void MpiBackend::wait(std::unique_ptr<Pending>& pending, const Call& call, const
                waited.count(), " ms ", stage,
                ". Every rank must issue the same collectives in the same order; a rank that "
                "skipped this one, is stuck, or died leaves the others here. If the work is just "
-               "slow, raise CollectiveOptions::timeout or ZS_COMM_TIMEOUT_S.");
+               "slow, raise the timeout (zs-train --comm-timeout, ZS_COMM_TIMEOUT_S).");
     }
     // MPI progresses only inside MPI calls (no progress thread in Debian's Open MPI or MPICH),
     // so poll tightly at first, yielding the core on every turn — a collective usually

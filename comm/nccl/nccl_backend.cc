@@ -83,7 +83,8 @@ void await_formed(ncclComm_t comm, Clock::time_point deadline, const std::string
       ZS_THROW(CommTimeout, what, " timed out after waiting ", elapsed_ms(start),
                " ms: not every rank joined the NCCL group. Every rank must create it (and "
                "split it) in the same order; a rank that did not, is stuck, or died leaves the "
-               "others here. If the start is just slow, raise the timeout or ZS_COMM_TIMEOUT_S.");
+               "others here. If the start is just slow, raise the timeout (zs-train "
+               "--comm-timeout, ZS_COMM_TIMEOUT_S).");
     }
     poll_pause(round);
   }
@@ -383,7 +384,7 @@ void NcclBackend::fail_timeout(const Call& call, const std::string& what, const 
       " ms ", stage,
       ". Every rank must issue the same collectives in the same order; a rank that skipped this "
       "one, is stuck, or died leaves the others here. If the work is just slow, raise "
-      "CollectiveOptions::timeout or ZS_COMM_TIMEOUT_S.");
+      "the timeout (zs-train --comm-timeout, ZS_COMM_TIMEOUT_S).");
   abort_comm(message);
   ZS_THROW(CommTimeout, message);
 }

@@ -60,6 +60,39 @@ TEST(LocalFailure, TimeoutNamesTheRankThatSkippedTheCollective) {
   EXPECT_FALSE(outcomes[2].threw);
 }
 
+// The communicator's own timeout (LocalRunOptions::timeout here; zs-train --comm-timeout in a
+// run) bounds every collective whose options name none, also on groups split from it.
+TEST(LocalFailure, CollectivesWithoutATimeoutUseTheCommunicatorsTimeout) {
+  LocalRunOptions run_options;
+  run_options.timeout = Ms(1000);
+  std::vector<RankOutcome> outcomes = run_collecting(
+      2,
+      [&](Communicator& comm) {
+        EXPECT_EQ(comm.timeout(), Ms(1000));
+        std::unique_ptr<Communicator> group = comm.split(0, comm.rank());
+        ASSERT_NE(group, nullptr);
+        EXPECT_EQ(group->timeout(), Ms(1000));
+        if (comm.rank() == 1) return;  // skips the all_reduce and leaves
+        CpuAllocator allocator(nullptr);
+        Tensor t = make(allocator, 16, DType::kF32, "grads");
+        t.fill(1.0f);
+        comm.all_reduce(t, ReduceOp::kSum, {{}, "no timeout of its own"})->wait();
+      },
+      run_options);
+  const RankOutcome& o = outcomes[0];
+  ASSERT_TRUE(o.timeout) << o.message;
+  EXPECT_GE(o.seconds, 0.9);
+  EXPECT_LT(o.seconds, 3.0) << "the communicator's 1 s timeout, not the 600 s default";
+  EXPECT_TRUE(contains(o.message, "all_reduce #1 (16 fp32, sum) [no timeout of its own]"))
+      << o.message;
+  EXPECT_TRUE(contains(o.message, "waiting for rank 1 to arrive")) << o.message;
+  EXPECT_FALSE(outcomes[1].threw);
+}
+
+TEST(LocalFailure, ACommunicatorRefusesATimeoutThatIsNotPositive) {
+  EXPECT_THROW(Communicator(std::move(make_local_backends(1)[0]), Ms(0)), InvalidArgument);
+}
+
 TEST(LocalFailure, RunLocalRanksRethrowsTheTimeout) {
   const auto options = with_timeout(Ms(1000));
   EXPECT_THROW(run_local_ranks(2,

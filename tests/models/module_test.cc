@@ -117,8 +117,10 @@ TEST(Module, BadDeclarationsAndUnboundParametersAreClearErrors) {
   GptConfig bad = tiny_config();
   bad.width = 13;
   EXPECT_THROW(Gpt{bad}, InvalidArgument);
-  Linear linear(3, 2);
+  // Declared before the module it materializes, so it outlives the parameters it holds (found by
+  // UBSan: the parameters were freed through the destroyed allocator).
   CpuAllocator allocator(nullptr);
+  Linear linear(3, 2);
   Tensor x = Tensor::zeros({1, 3}, DType::kF32, allocator, "x");
   try {
     linear(x);

@@ -91,14 +91,22 @@ TEST(StepOrder, FollowsTheStepAndRejectsEachCallOutOfIt) {
   EXPECT_EQ(order.phase(), Phase::kIdle);
 }
 
-// One rank of a small GPT under `stage`, with AdamW over its local shards.
+// One rank of a small GPT under `stage`, with AdamW over its local shards. A step that failed
+// part-way leaves gradient reductions in flight on the communicator thread, holding tensors of
+// `allocator`: the destructor flushes them before the allocator goes (as zs-train's rank does),
+// else the next Step's allocator, built at the same address, would be what frees them (TSan
+// reported it as a race between the two).
 struct Step {
   Step(comm::Communicator& comm, int stage)
-      : allocator(nullptr),
+      : comm(comm),
+        allocator(nullptr),
         model(testing::uneven_config()),
         sharded(model, comm, allocator, config_for(stage)),
         optimizer(sharded.local_shards(), optim::AdamWOptions{}),
         ids(Tensor::zeros({2, testing::kSeq}, DType::kI32, allocator, "ids")) {}
+  ~Step() { comm.flush(); }
+  Step(const Step&) = delete;
+  Step& operator=(const Step&) = delete;
   static ShardingConfig config_for(int stage) {
     ShardingConfig config;
     config.stage = stage;
@@ -111,6 +119,7 @@ struct Step {
     return out;
   }
 
+  comm::Communicator& comm;
   CpuAllocator allocator;
   models::Gpt model;
   ShardedModel sharded;

@@ -40,6 +40,15 @@ std::string parse_error(std::vector<const char*> args) {
   });
 }
 
+TEST(TrainCli, CommTimeoutTakesPositiveSeconds) {
+  EXPECT_EQ(parse({}).comm_timeout_s, 0.0);  // unset: ZS_COMM_TIMEOUT_S, else 600 s
+  EXPECT_EQ(parse({"--comm-timeout", "2.5"}).comm_timeout_s, 2.5);
+  for (const char* bad : {"0", "-3", "soon"}) {
+    const std::string message = parse_error({"--comm-timeout", bad});
+    EXPECT_NE(message.find("--comm-timeout"), std::string::npos) << bad << ": " << message;
+  }
+}
+
 TEST(TrainCliStage, StrategyAndZeroStageThatAgreeAreAccepted) {
   EXPECT_EQ(parse({"--strategy", "zero1", "--zero-stage", "1"}).stage, 1);
   EXPECT_EQ(parse({"--strategy", "ddp", "--zero-stage", "0"}).stage, 0);

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -318,6 +321,44 @@ TEST_F(Engine, TheDefaultEvaluationIsCapped) {
   const TrainResult r = run_training(c);
   ASSERT_EQ(r.evals.size(), 1u);
   EXPECT_EQ(r.evals.back().tokens, 20 * 2 * 1 * c.context);  // batches x ranks x rows x tokens
+}
+
+// --comm-timeout reaches the run's collectives: rank 1's communicator is slowed (every call
+// waits 4 s before it reaches the group), so rank 0 waits alone in its first collective and the
+// run fails after the configured 0.5 s — not the 600 s default — naming that collective, its
+// rank and the rank that did not arrive.
+TEST_F(Engine, CommTimeoutBoundsTheRunsCollectivesAndNamesTheMissingRank) {
+  TrainConfig c = tiny_run(path_);
+  c.steps = 4;
+  c.comm_timeout_s = 0.5;
+  InjectedFault slow;
+  slow.rank = 1;
+  slow.step = -1;  // a communicator fault (comm/fault_backend.h), not a throw at a step
+  slow.comm.delay = std::chrono::milliseconds(4000);
+  c.injected_faults = {slow};
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = error_message<CommTimeout>([&] { run_training(c); });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      message, m,
+      std::regex("(all_reduce|all_gather|reduce_scatter|broadcast|barrier) #[0-9]+ .* on rank 0 "
+                 "of 2 timed out after ([0-9]+) ms")))
+      << message;
+  const int waited_ms = std::atoi(m[2].str().c_str());
+  EXPECT_GE(waited_ms, 450) << message;
+  EXPECT_LT(waited_ms, 2500) << "the flag's 0.5 s, not ZS_COMM_TIMEOUT_S or 600 s: " << message;
+  EXPECT_NE(message.find("waiting for rank 1 to arrive"), std::string::npos) << message;
+  // The run ends once rank 1's delayed call returns into the aborted group.
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST_F(Engine, ACommTimeoutOutOfRangeIsRefusedBeforeTraining) {
+  TrainConfig c = tiny_run(path_);
+  c.comm_timeout_s = -1;
+  EXPECT_NE(error_message<InvalidArgument>([&] { run_training(c); }).find("--comm-timeout -1"),
+            std::string::npos);
 }
 
 TEST_F(Engine, DivergenceStopsWithANumericalError) {
