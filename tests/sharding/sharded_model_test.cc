@@ -74,8 +74,10 @@ TEST(ShardedModel, GradientAccumulationKeepsStagesBitwiseIdentical) {
     EXPECT_EQ(got.params, reference.params) << "stage " << stage;
     EXPECT_EQ(got.losses, reference.losses) << "stage " << stage;
   }
-  // Two micro-batches of half the size give the one-batch step within fp32 rounding.
-  EXPECT_LT(max_difference(reference, train(2, 0, 6)), 2e-5);
+  // Two micro-batches of half the size give the one-batch step within fp32 rounding (after 6
+  // Adam steps: under 2e-5 in the Release build, 2.4e-5 at -O1 under ASan, which contracts and
+  // vectorizes differently).
+  EXPECT_LT(max_difference(reference, train(2, 0, 6)), 5e-5);
 }
 
 TEST(ShardedModel, Bf16AndFp16TrainCloseToTheFp32MasterReference) {
