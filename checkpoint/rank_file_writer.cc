@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "checkpoint/shard_files.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/logging.h"
@@ -17,16 +18,12 @@
 namespace zs::checkpoint {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 // The most the writer checksums and then writes at once: small enough that the write's read of
 // the piece finds it in the cache the checksum pass brought it into, large enough that a call
 // costs nothing next to its bytes.
 constexpr uint64_t kWritePiece = uint64_t{4} << 20;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 }  // namespace
 

@@ -40,6 +40,7 @@
 #include "checkpoint/rank_file_writer.h"
 #include "checkpoint/reshard.h"
 #include "checkpoint/shard_files.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/logging.h"
@@ -103,10 +104,6 @@ uint64_t get_u64(const float* pieces) {
   uint64_t value = 0;
   for (size_t i = 0; i < 4; ++i) value |= static_cast<uint64_t>(pieces[i]) << (16 * i);
   return value;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 class ShardedCheckpointer final : public Checkpointer {
