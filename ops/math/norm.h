@@ -31,6 +31,17 @@ ZS_HOST_DEVICE inline void add_squares_to_lanes(const float* grad, int64_t begin
   for (; i < end; ++i) lanes[i % kNormLanes] += sum_of_squares_term(grad[i]);
 }
 
+// Lane `lane` of add_squares_to_lanes alone: sum plus the squares of the elements i ≡ lane
+// (mod kNormLanes) of [begin, end), in increasing i — the same additions in the same order, so
+// eight calls give add_squares_to_lanes' eight lanes bit for bit. The GPU gives each lane a
+// thread (ops/cuda/optim_kernels.cu).
+ZS_HOST_DEVICE inline double add_squares_to_lane(const float* grad, int64_t begin, int64_t end,
+                                                 int64_t lane, double sum) {
+  int64_t i = begin + (lane - begin % kNormLanes + kNormLanes) % kNormLanes;
+  for (; i < end; i += kNormLanes) sum += sum_of_squares_term(grad[i]);
+  return sum;
+}
+
 // The block's sum from its eight lanes, in a fixed tree.
 ZS_HOST_DEVICE inline double fold_lanes(const double* lanes) {
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
