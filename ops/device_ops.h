@@ -154,14 +154,16 @@ struct DeviceOps {
                                  int32_t ignore_index, const Tensor& dst,
                                  bool accumulate) = nullptr;
 
-  // ---- linear.cc. c (fp32) = op(a) · op(b) + beta · c, the [m, k] · [k, n] product of row-major
-  // a and b (one dtype) with row lengths lda, ldb, ldc (as the CPU's sgemm takes them).
+  // ---- linear.cc. c = op(a) · op(b) + beta · c, the [m, k] · [k, n] product of row-major a and b
+  // (one dtype) with row lengths lda, ldb, ldc (as the CPU's sgemm takes them); c fp32 or a's
+  // dtype, the sum and beta · c added in fp32 and rounded once into c.
   void (*gemm)(const char* op, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, float beta,
                const Tensor& c, int64_t ldc) = nullptr;
-  // y (fp32 [rows, cols]) = bias[c] in every row: linear's bias, before a beta = 1 GEMM.
+  // y (fp32 or the bias's dtype, [rows, cols]) = bias[c] in every row: linear's bias, before a
+  // beta = 1 GEMM.
   void (*broadcast_rows)(const Tensor& bias, const Tensor& y, int64_t rows, int64_t cols) = nullptr;
-  // db (fp32 [cols]) (+)= Σ_r dy[r, c], in fp32 in row order: linear's bias gradient.
+  // db (fp32 [cols]) (+)= Σ_r dy[r, c] in fp32, in a fixed order: linear's bias gradient.
   void (*column_sums)(const Tensor& dy, const Tensor& db, int64_t rows, int64_t cols,
                       bool accumulate) = nullptr;
 

@@ -9,7 +9,8 @@
 // same autograd record. fp16/bf16 operands go to cuBLAS as they are (products of 16-bit values
 // are exact in fp32, so this is the CPU's math up to summation order) and the result is written
 // as fp32 and rounded once, as on the CPU. The bias is broadcast into the fp32 output before a
-// beta = 1 GEMM, and its gradient is summed in fp32 in row order exactly as bias_grad below.
+// beta = 1 GEMM, and its gradient is summed in fp32 in a fixed order (blocks of 64 rows, then the
+// blocks: deterministic, and bias_grad's sum up to fp32 rounding, like the weight gradient).
 #include "ops/linear.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@ namespace zs::ops {
 
 using detail::as_f32;
 using detail::f32_grad_buffer;
+using detail::F32GradBuffer;
 using detail::finish_grad;
 
 namespace {
@@ -43,11 +45,6 @@ void bias_grad(const float* dy, int64_t rows, int64_t cols, float* db, bool accu
 void check_grad_dtype(const char* op, const Tensor& dy, const Tensor& like) {
   ZS_CHECK(dy.dtype() == like.dtype(), op, ": output gradient ", dy.describe(),
            " does not have the inputs' dtype ", dtype_name(like.dtype()));
-}
-
-// out32 (fp32, when `out` is 16-bit) is rounded into out.
-void finish_output(const Tensor& out, const Tensor& out32) {
-  if (out.dtype() != DType::kF32) detail::store_f32(out, out32);
 }
 
 // ---- The CPU: fp32 staging of 16-bit operands (as_f32) and cpu::sgemm.
@@ -144,20 +141,28 @@ void matmul_backward(const Tensor& a, const Tensor& b, bool trans_a, bool trans_
 }
 
 // ---- On a device (ops/device_ops.h): the CPU's GEMMs operand for operand, with 16-bit operands
-// read as they are (no fp32 staging) and fp32 results.
+// read as they are (no fp32 staging), and results written straight into 16-bit outputs and
+// gradient sinks: the device GEMM adds in fp32 (the products, the bias broadcast into the output,
+// an accumulating sink's value) and rounds once, which is what the CPU's fp32 result, then
+// store_f32 or write_grad, computes — without an fp32 copy of the output and a pass to round it.
+
+// The buffer a device GEMM writes a gradient into: the sink itself when it has the operands'
+// dtype (or is fp32), else fp32 staging that finish_grad writes out.
+F32GradBuffer device_grad_buffer(GradSink& sink, const Tensor& like) {
+  if (sink.buffer.dtype() == like.dtype())
+    return F32GradBuffer{sink.buffer, sink.accumulate, false};
+  return f32_grad_buffer(sink, like);
+}
 
 void linear_forward_on_device(const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const Tensor& y, int64_t m, int64_t n, int64_t k) {
   const detail::DeviceOps& device = detail::device_ops(x, "linear");
-  Tensor y32 =
-      x.dtype() == DType::kF32 ? y : detail::new_workspace(y.shape(), x, "linear fp32 out");
   float beta = 0.0f;
   if (bias.defined()) {
-    device.broadcast_rows(bias, y32, m, n);
+    device.broadcast_rows(bias, y, m, n);
     beta = 1.0f;
   }
-  device.gemm("linear", false, true, m, n, k, x, k, weight, k, beta, y32, n);
-  finish_output(y, y32);
+  device.gemm("linear", false, true, m, n, k, x, k, weight, k, beta, y, n);
 }
 
 void linear_backward_on_device(const Tensor& x, const Tensor& weight, int64_t m, int64_t n,
@@ -169,14 +174,14 @@ void linear_backward_on_device(const Tensor& x, const Tensor& weight, int64_t m,
   check_grad_dtype("linear", dy, x);
   if (GradSink sink = ctx.grad_input(0)) {
     device.check_tensors("linear", {&dy, &sink.buffer});
-    auto dx = f32_grad_buffer(sink, dy);
+    auto dx = device_grad_buffer(sink, dy);
     device.gemm("linear", false, false, m, k, n, dy, n, weight, k, dx.accumulate ? 1.0f : 0.0f,
                 dx.buffer, k);
     finish_grad(sink, dx);
   }
   if (GradSink sink = ctx.grad_input(1)) {
     device.check_tensors("linear", {&dy, &sink.buffer});
-    auto dw = f32_grad_buffer(sink, dy);
+    auto dw = device_grad_buffer(sink, dy);
     device.gemm("linear", true, false, n, k, m, dy, n, x, k, dw.accumulate ? 1.0f : 0.0f, dw.buffer,
                 k);
     finish_grad(sink, dw);
@@ -191,10 +196,8 @@ void linear_backward_on_device(const Tensor& x, const Tensor& weight, int64_t m,
 
 void matmul_forward_on_device(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                               const Tensor& c, int64_t m, int64_t n, int64_t k) {
-  Tensor c32 = a.dtype() == DType::kF32 ? c : detail::new_workspace({m, n}, a, "matmul fp32 out");
   detail::device_ops(a, "matmul")
-      .gemm("matmul", trans_a, trans_b, m, n, k, a, a.size(1), b, b.size(1), 0.0f, c32, n);
-  finish_output(c, c32);
+      .gemm("matmul", trans_a, trans_b, m, n, k, a, a.size(1), b, b.size(1), 0.0f, c, n);
 }
 
 void matmul_backward_on_device(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
@@ -207,7 +210,7 @@ void matmul_backward_on_device(const Tensor& a, const Tensor& b, bool trans_a, b
   // The CPU backward's GEMMs (see matmul below), operand for operand.
   if (GradSink sink = ctx.grad_input(0)) {
     device.check_tensors("matmul", {&dc, &sink.buffer});
-    auto da = f32_grad_buffer(sink, dc);
+    auto da = device_grad_buffer(sink, dc);
     const float beta = da.accumulate ? 1.0f : 0.0f;
     if (!trans_a) {
       device.gemm("matmul", false, !trans_b, m, k, n, dc, n, b, b.size(1), beta, da.buffer, k);
@@ -218,7 +221,7 @@ void matmul_backward_on_device(const Tensor& a, const Tensor& b, bool trans_a, b
   }
   if (GradSink sink = ctx.grad_input(1)) {
     device.check_tensors("matmul", {&dc, &sink.buffer});
-    auto db = f32_grad_buffer(sink, dc);
+    auto db = device_grad_buffer(sink, dc);
     const float beta = db.accumulate ? 1.0f : 0.0f;
     if (!trans_b) {
       device.gemm("matmul", !trans_a, false, k, n, m, a, a.size(1), dc, n, beta, db.buffer, n);

@@ -68,22 +68,31 @@ struct Bench {
   zs::ops::cuda::CublasHandle cublas{stream};
   std::mt19937 gen{1234};
 
-  // A device tensor of uniform values in [-1, 1) (never zeros: see the header).
+  // A device tensor of uniform values in [-1, 1) (never zeros: see the header). Large tensors
+  // repeat a pool of 2^24 draws from a random offset: as good as fresh values for timing, without
+  // drawing hundreds of millions of numbers on the host.
   Tensor random(const zs::Shape& shape, DType dtype, bool requires_grad = false) {
+    constexpr size_t kPool = size_t{1} << 24;
+    if (pool.empty()) {
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      pool.resize(kPool);
+      for (auto& v : pool) v = dist(gen);
+    }
     Tensor t = Tensor::empty(shape, dtype, allocator, "bench");
     std::vector<float> values(static_cast<size_t>(t.numel()));
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (auto& v : values) v = dist(gen);
+    const size_t offset = gen() % kPool;
+    for (size_t i = 0; i < values.size(); ++i) values[i] = pool[(offset + i) % kPool];
     t.copy_from(values);
     t.set_requires_grad(requires_grad);
     return t;
   }
+  std::vector<float> pool;
 
   // Median ms of C[m x n] = op(A)·op(B) in bf16 with fp32 accumulation, bf16 output.
   double gemm_ms(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int repeats) {
     Tensor a = random(ta ? zs::Shape{k, m} : zs::Shape{m, k}, DType::kBF16);
     Tensor b = random(tb ? zs::Shape{n, k} : zs::Shape{k, n}, DType::kBF16);
-    Tensor c = random({m, n}, DType::kBF16);
+    Tensor c = Tensor::empty({m, n}, DType::kBF16, allocator, "bench C");  // beta = 0
     return median_ms(stream.get(), 3, repeats, [&] {
       zs::ops::cuda::gemm(cublas, ta, tb, m, n, k, 1.0f, a.raw_device_data(), ta ? m : k,
                           b.raw_device_data(), tb ? k : n, 0.0f, c.raw_device_data(), n,

@@ -45,10 +45,13 @@ void layernorm_forward(const void* x, const void* gamma, const void* beta, void*
                        cudaStream_t stream);
 // dx (of `dx_dtype`; added into when `accumulate`) from fp32 dy and the saved mean/rstd; adds
 // this call's contributions to the fp32 [cols] dgamma and dbeta (either may be null). dgamma and
-// dbeta are summed over rows in row order per column (deterministic).
+// dbeta are summed as the CPU op sums them (ops/cuda/column_blocks.cuh: blocks of 64 rows in row
+// order, then the blocks in order, the products unfused), in parallel: deterministic, and the
+// CPU's bits for fp32. `partials`: a device workspace of 2 · column_sum_partials(rows, cols)
+// floats (tensor_kernels.h) when dgamma or dbeta is wanted, else may be null.
 void layernorm_backward(const void* x, const float* dy, const void* gamma, const float* mean,
-                        const float* rstd, void* dx, float* dgamma, float* dbeta, int64_t rows,
-                        int64_t cols, DType dtype, DType dx_dtype, bool accumulate,
+                        const float* rstd, void* dx, float* dgamma, float* dbeta, float* partials,
+                        int64_t rows, int64_t cols, DType dtype, DType dx_dtype, bool accumulate,
                         cudaStream_t stream);
 
 // ---- Casts (runtime/half.h, round to nearest even, NaN stays NaN): dst ← src converted; equal

@@ -1,8 +1,10 @@
 // Layernorm kernels (see kernels.h): one warp per row for the row statistics, the output and
-// dx, built from the per-element pieces of ops/math/layernorm.h; one thread per column for the
-// parameter gradients (rows summed in order, so dgamma/dbeta are deterministic).
+// dx, built from the per-element pieces of ops/math/layernorm.h; the parameter gradients summed
+// in the CPU op's order, in parallel (ops/cuda/column_blocks.cuh).
+#include "ops/cuda/column_blocks.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/tensor_kernels.h"
 #include "ops/math/layernorm.h"
 #include "runtime/cuda/check.h"
 
@@ -81,21 +83,27 @@ __global__ void layernorm_dx_kernel(const T* x, const float* dy, const T* gamma,
   }
 }
 
+// Pass 1 of dgamma/dbeta: one thread per column and block of 64 rows, the rows in order from
+// zero into partials [block][0: dgamma, 1: dbeta][cols] — exactly ops/layernorm.cc's blocks, with
+// the product and the sum rounded separately (__fmul_rn/__fadd_rn: no contraction into an FMA,
+// as GCC does not contract in ISO mode).
 template <typename T>
-__global__ void layernorm_param_grads_kernel(const T* x, const float* dy, const float* mean,
-                                             const float* rstd, float* dgamma, float* dbeta,
-                                             int64_t rows, int64_t cols) {
-  for (int64_t j = detail::grid_index(); j < cols; j += detail::grid_stride()) {
-    float dg = 0.0f;
-    float db = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float d = dy[r * cols + j];
-      dg += d * math::layernorm_normalize(load(x, r * cols + j), mean[r], rstd[r]);
-      db += d;
-    }
-    if (dgamma != nullptr) dgamma[j] += dg;
-    if (dbeta != nullptr) dbeta[j] += db;
-  }
+__global__ void layernorm_param_partials_kernel(const T* x, const float* dy, const float* mean,
+                                                const float* rstd, float* partials, int64_t rows,
+                                                int64_t cols) {
+  detail::for_each_column_block(
+      rows, cols, [&](int64_t j, int64_t begin, int64_t end, int64_t block) {
+        float dg = 0.0f;
+        float db = 0.0f;
+        for (int64_t r = begin; r < end; ++r) {
+          const float d = dy[r * cols + j];
+          const float x_hat = math::layernorm_normalize(load(x, r * cols + j), mean[r], rstd[r]);
+          dg = __fadd_rn(dg, __fmul_rn(d, x_hat));
+          db = __fadd_rn(db, d);
+        }
+        partials[block * 2 * cols + j] = dg;
+        partials[block * 2 * cols + cols + j] = db;
+      });
 }
 
 unsigned int row_blocks(int64_t rows) {
@@ -120,8 +128,8 @@ void layernorm_forward(const void* x, const void* gamma, const void* beta, void*
 }
 
 void layernorm_backward(const void* x, const float* dy, const void* gamma, const float* mean,
-                        const float* rstd, void* dx, float* dgamma, float* dbeta, int64_t rows,
-                        int64_t cols, DType dtype, DType dx_dtype, bool accumulate,
+                        const float* rstd, void* dx, float* dgamma, float* dbeta, float* partials,
+                        int64_t rows, int64_t cols, DType dtype, DType dx_dtype, bool accumulate,
                         cudaStream_t stream) {
   if (rows == 0) return;
   ZS_CHECK(cols >= 1, "cuda layernorm_backward: rows of ", cols, " features; need at least 1");
@@ -141,12 +149,23 @@ void layernorm_backward(const void* x, const float* dy, const void* gamma, const
       ZS_CUDA_CHECK(cudaGetLastError());
     }
     if (dgamma != nullptr || dbeta != nullptr) {
-      layernorm_param_grads_kernel<T>
-          <<<detail::blocks_for(cols), detail::kThreadsPerBlock, 0, stream>>>(
-              static_cast<const T*>(x), dy, mean, rstd, dgamma, dbeta, rows, cols);
+      ZS_CHECK(partials != nullptr,
+               "cuda layernorm_backward: no workspace for the dgamma/dbeta "
+               "partials (2 * column_sum_partials(rows, cols) floats)");
+      layernorm_param_partials_kernel<T>
+          <<<detail::column_block_grid(rows, cols), detail::kThreadsPerBlock, 0, stream>>>(
+              static_cast<const T*>(x), dy, mean, rstd, partials, rows, cols);
       ZS_CUDA_CHECK(cudaGetLastError());
     }
   });
+  // Pass 2: each column's blocks in order, added into the sinks (as the old kernel added).
+  const int64_t blocks = detail::column_blocks(rows);
+  if (dgamma != nullptr) {
+    detail::sum_column_blocks(partials, blocks, 2 * cols, cols, dgamma, true, stream);
+  }
+  if (dbeta != nullptr) {
+    detail::sum_column_blocks(partials + cols, blocks, 2 * cols, cols, dbeta, true, stream);
+  }
 }
 
 }  // namespace zs::ops::cuda

@@ -76,10 +76,18 @@ void layernorm_backward_entry(const Tensor& x, const Tensor& dy, const Tensor& g
                               bool dx_accumulate, const Tensor& dgamma, const Tensor& dbeta,
                               int64_t rows, int64_t cols) {
   OpContext ctx("layernorm", {&x, &gamma, &dy, &mean, &rstd, &dx, &dgamma, &dbeta});
+  // The dgamma/dbeta partials, freed right after the enqueue (allocation is ordered on the
+  // kernels' stream).
+  Tensor partials;
+  if ((dgamma.defined() || dbeta.defined()) && rows > 0) {
+    partials = Tensor::empty({2 * column_sum_partials(rows, cols)}, DType::kF32, x.allocator(),
+                             MemoryCategory::kWorkspace, "layernorm dgamma/dbeta partials");
+  }
   layernorm_backward(x.raw_device_data(), dy.device_data<float>(), gamma.raw_device_data(),
                      mean.device_data<float>(), rstd.device_data<float>(), data_or_null(dx),
-                     floats_or_null(dgamma), floats_or_null(dbeta), rows, cols, x.dtype(),
-                     dx.defined() ? dx.dtype() : x.dtype(), dx_accumulate, ctx.stream());
+                     floats_or_null(dgamma), floats_or_null(dbeta), floats_or_null(partials), rows,
+                     cols, x.dtype(), dx.defined() ? dx.dtype() : x.dtype(), dx_accumulate,
+                     ctx.stream());
 }
 
 void embedding_forward_entry(const Tensor& table, const Tensor& ids, const Tensor& out,

@@ -3,6 +3,7 @@
 // for select.
 #include <cuda_runtime_api.h>
 
+#include "ops/cuda/column_blocks.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/tensor_kernels.h"
@@ -15,6 +16,9 @@ namespace zs::ops::cuda {
 namespace {
 
 using detail::blocks_for;
+using detail::column_block_grid;
+using detail::column_blocks;
+using detail::for_each_column_block;
 using detail::grid_index;
 using detail::grid_stride;
 using detail::kThreadsPerBlock;
@@ -95,19 +99,28 @@ __global__ void add_bias_kernel(const T* x, const T* bias, T* y, int64_t n, int6
   }
 }
 
-template <typename T>
-__global__ void broadcast_rows_kernel(const T* bias, float* y, int64_t n, int64_t cols) {
-  for (int64_t i = grid_index(); i < n; i += grid_stride()) y[i] = load(bias, i % cols);
+template <typename T, typename D>
+__global__ void broadcast_rows_kernel(const T* bias, D* y, int64_t n, int64_t cols) {
+  for (int64_t i = grid_index(); i < n; i += grid_stride()) store(y, i, load(bias, i % cols));
 }
 
-// One thread per column, rows in order (coalesced across the threads of a warp).
+// Pass 1 of column_sums_f32 (column_blocks.cuh): one thread per column and block of rows
+// (coalesced across the threads of a warp).
 template <typename T>
-__global__ void column_sums_f32_kernel(const T* dy, float* db, int64_t rows, int64_t cols,
-                                       bool accumulate) {
+__global__ void column_block_sums_kernel(const T* dy, float* partials, int64_t rows, int64_t cols) {
+  for_each_column_block(rows, cols, [&](int64_t j, int64_t begin, int64_t end, int64_t block) {
+    float sum = 0.0f;
+    for (int64_t r = begin; r < end; ++r) sum += load(dy, r * cols + j);
+    partials[block * cols + j] = sum;
+  });
+}
+
+__global__ void sum_column_blocks_kernel(const float* partials, int64_t blocks, int64_t stride,
+                                         int64_t cols, float* out, bool accumulate) {
   for (int64_t j = grid_index(); j < cols; j += grid_stride()) {
-    float sum = accumulate ? db[j] : 0.0f;
-    for (int64_t r = 0; r < rows; ++r) sum += load(dy, r * cols + j);
-    db[j] = sum;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b) sum += partials[b * stride + j];
+    out[j] = accumulate ? out[j] + sum : sum;
   }
 }
 
@@ -269,25 +282,48 @@ void add_bias(const void* x, const void* bias, void* y, int64_t rows, int64_t co
   });
 }
 
-void broadcast_rows(const void* bias, float* y, int64_t rows, int64_t cols, DType bias_dtype,
-                    cudaStream_t stream) {
+void broadcast_rows(const void* bias, void* y, int64_t rows, int64_t cols, DType bias_dtype,
+                    DType y_dtype, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
+  ZS_CHECK(y_dtype == DType::kF32 || y_dtype == bias_dtype, "cuda broadcast_rows: y is ",
+           dtype_name(y_dtype), " but must be fp32 or the bias's dtype ", dtype_name(bias_dtype));
   ZS_DISPATCH_FLOAT(bias_dtype, "cuda broadcast_rows", T, {
-    broadcast_rows_kernel<T>
-        <<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(bias), y, n, cols);
-    ZS_CUDA_CHECK(cudaGetLastError());
+    if (y_dtype == DType::kF32) {
+      broadcast_rows_kernel<T, float><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(
+          static_cast<const T*>(bias), static_cast<float*>(y), n, cols);
+      ZS_CUDA_CHECK(cudaGetLastError());
+    } else {
+      broadcast_rows_kernel<T, T><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(
+          static_cast<const T*>(bias), static_cast<T*>(y), n, cols);
+      ZS_CUDA_CHECK(cudaGetLastError());
+    }
   });
 }
 
-void column_sums_f32(const void* dy, float* db, int64_t rows, int64_t cols, bool accumulate,
-                     DType dy_dtype, cudaStream_t stream) {
+int64_t column_sum_partials(int64_t rows, int64_t cols) { return column_blocks(rows) * cols; }
+
+void detail::sum_column_blocks(const float* partials, int64_t blocks, int64_t stride, int64_t cols,
+                               float* out, bool accumulate, cudaStream_t stream) {
   if (cols == 0) return;
+  sum_column_blocks_kernel<<<blocks_for(cols), kThreadsPerBlock, 0, stream>>>(
+      partials, blocks, stride, cols, out, accumulate);
+  ZS_CUDA_CHECK(cudaGetLastError());
+}
+
+void column_sums_f32(const void* dy, float* db, float* partials, int64_t rows, int64_t cols,
+                     bool accumulate, DType dy_dtype, cudaStream_t stream) {
+  if (cols == 0) return;
+  if (rows == 0) {
+    if (!accumulate) ZS_CUDA_CHECK(cudaMemsetAsync(db, 0, sizeof(float) * cols, stream));
+    return;
+  }
   ZS_DISPATCH_FLOAT(dy_dtype, "cuda column_sums_f32", T, {
-    column_sums_f32_kernel<T><<<blocks_for(cols), kThreadsPerBlock, 0, stream>>>(
-        static_cast<const T*>(dy), db, rows, cols, accumulate);
+    column_block_sums_kernel<T><<<column_block_grid(rows, cols), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const T*>(dy), partials, rows, cols);
     ZS_CUDA_CHECK(cudaGetLastError());
   });
+  detail::sum_column_blocks(partials, column_blocks(rows), cols, cols, db, accumulate, stream);
 }
 
 void column_sums_f64(const void* dy, void* dst, int64_t rows, int64_t cols, bool accumulate,

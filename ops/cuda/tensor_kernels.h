@@ -63,13 +63,20 @@ void sum_of_squares_backward(const void* x, const float* dy, void* dx, bool accu
 // y[r, c] = math::add(x[r, c], bias[c]).
 void add_bias(const void* x, const void* bias, void* y, int64_t rows, int64_t cols, DType dtype,
               cudaStream_t stream);
-// y[r, c] = bias[c] as fp32 (the linear op's bias, before a beta = 1 GEMM adds x·Wᵀ).
-void broadcast_rows(const void* bias, float* y, int64_t rows, int64_t cols, DType bias_dtype,
-                    cudaStream_t stream);
-// db[c] (+)= Σ_r dy[r, c], summed in fp32 in row order starting from db[c] (accumulate) or 0 —
-// the linear op's bias gradient, as ops/linear.cc sums it. dy of `dy_dtype`, db fp32.
-void column_sums_f32(const void* dy, float* db, int64_t rows, int64_t cols, bool accumulate,
-                     DType dy_dtype, cudaStream_t stream);
+// y[r, c] = bias[c], y fp32 or of the bias's dtype (exact either way): the linear op's bias,
+// before a beta = 1 GEMM adds x·Wᵀ in fp32 and rounds once into y.
+void broadcast_rows(const void* bias, void* y, int64_t rows, int64_t cols, DType bias_dtype,
+                    DType y_dtype, cudaStream_t stream);
+// db[c] (+)= Σ_r dy[r, c] in fp32 — the linear op's bias gradient — in parallel and in a fixed
+// order (ops/cuda/column_blocks.cuh): blocks of 64 rows each summed in row order, then the blocks
+// in order, added to db[c] when `accumulate`. Deterministic; the CPU (ops/linear.cc) sums all rows
+// in one sequence, so the two agree to fp32 rounding, like the weight gradient's GEMM. dy of
+// `dy_dtype`, db fp32; `partials` a device workspace of column_sum_partials(rows, cols) floats.
+void column_sums_f32(const void* dy, float* db, float* partials, int64_t rows, int64_t cols,
+                     bool accumulate, DType dy_dtype, cudaStream_t stream);
+// The fp32 workspace floats column_sums_f32 needs (one partial per column and block of 64 rows);
+// layernorm_backward's parameter gradients need twice as many.
+int64_t column_sum_partials(int64_t rows, int64_t cols);
 // dst[c] (+)= float(Σ_r double(dy[r, c])), rows in order — add_bias's gradient (ops/elementwise.cc
 // column_sums). dy and dst of `dtype`.
 void column_sums_f64(const void* dy, void* dst, int64_t rows, int64_t cols, bool accumulate,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/tensor_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
@@ -96,11 +97,12 @@ TEST_F(CudaKernelTest, LayernormForwardAndBackwardMatchCpuOp) {
     ZS_CUDA_CHECK(
         cudaMemsetAsync(d_dgamma.raw_device_data(), 0, d_dgamma.nbytes(), stream_->get()));
     ZS_CUDA_CHECK(cudaMemsetAsync(d_dbeta.raw_device_data(), 0, d_dbeta.nbytes(), stream_->get()));
-    ops::cuda::layernorm_backward(d_x.raw_device_data(), d_seed.device_data<float>(),
-                                  d_gamma.raw_device_data(), d_mean.device_data<float>(),
-                                  d_rstd.device_data<float>(), d_dx.raw_device_data(),
-                                  d_dgamma.device_data<float>(), d_dbeta.device_data<float>(), rows,
-                                  cols, dtype, cpu_dx.dtype(), false, stream_->get());
+    Tensor d_partials = device_empty({2 * ops::cuda::column_sum_partials(rows, cols)}, DType::kF32);
+    ops::cuda::layernorm_backward(
+        d_x.raw_device_data(), d_seed.device_data<float>(), d_gamma.raw_device_data(),
+        d_mean.device_data<float>(), d_rstd.device_data<float>(), d_dx.raw_device_data(),
+        d_dgamma.device_data<float>(), d_dbeta.device_data<float>(),
+        d_partials.device_data<float>(), rows, cols, dtype, cpu_dx.dtype(), false, stream_->get());
     expect_close(download(d_dx).to_vector(), cpu_dx.to_vector(), cpu_dx.dtype(), 1e-4, 1e-4,
                  "layernorm dx");
     // Sums over 37 rows in another order: a few ulps of the sum of magnitudes.
