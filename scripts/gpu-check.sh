@@ -4,7 +4,7 @@
 # cuBLAS, cuDNN and NCCL (the toolkit's lib64 or a Python venv's nvidia-* wheels).
 #
 #   scripts/gpu-check.sh [PARTS]     PARTS: any of probe tests tiny speed bench m124 big
-#                                  (default: all, in that order)
+#                                  profile memcheck (default: all, in that order)
 #
 # Logs go to $OUT (default /tmp/gpu-check): probe.log, tests.log, train.log, speed.log,
 # bench.log, summary.txt and one memory profile (JSON + SVG): 8 files, the device tool's limit.
@@ -15,8 +15,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
-parts=${*:-probe tests tiny speed bench m124 big}
-# profile (not in the default): every kernel's time over a two-step 124M run, by Nsight Compute.
+parts=${*:-probe tests tiny speed bench m124 big profile memcheck}
+# profile: every kernel's time over a two-step 124M run, by Nsight Compute; memcheck: a short
+# bf16 stage-3 run under compute-sanitizer.
 want() { [[ " $parts " == *" $1 "* ]]; }
 bin=$root/.gpu/bin
 text=$root/.gpu/text
@@ -99,15 +100,13 @@ if want tiny; then
     --precision bf16
 fi
 
-# Throughput: 124M in bf16 at B·T = 16384 tokens per step (cuDNN attention, then the own kernel).
+# Throughput: 124M in bf16 at B·T = 16384 tokens per step (zs-bench-gpu compares the attentions).
 speed=(--text "$text" --device cuda --ranks 1 --seed 7 --log-interval 5 --eval-batches 1
        --sample 0 --no-progress --precision bf16 --lr 3e-4 --warmup 2)
 if want speed; then
   step "$out/speed.log" 150 "$bin/zs-train" "${speed[@]}" --model 124M --micro-batch 16 --steps 30 --zero-stage 0
   step "$out/speed.log" 150 "$bin/zs-train" "${speed[@]}" --model 124M --micro-batch 16 --steps 30 --zero-stage 3 \
     --profile-memory "$out/mem-124M-bf16-s3"
-  ZS_CUDNN_ATTENTION=0 step "$out/speed.log" 150 "$bin/zs-train" "${speed[@]}" --model 124M --micro-batch 16 \
-    --steps 30 --zero-stage 0
   step "$out/speed.log" 30 "$bin/zs-mem" --model 124M --precision bf16
 fi
 
@@ -132,6 +131,12 @@ fi
 
 if want big; then
   step "$out/speed.log" 240 "$bin/zs-train" "${speed[@]}" --model 1.5B --micro-batch 8 --steps 10 --zero-stage 3
+fi
+
+if want memcheck; then
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+  step "$out/tests.log" 120 "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$bin/zs-train" "${common[@]}" "${tiny[@]}" --steps 3 --precision bf16 --zero-stage 3
 fi
 
 echo "--- summary ($out)"
