@@ -65,29 +65,37 @@ ncclConfig_t nonblocking_config() {
   return config;
 }
 
+// Polls a non-blocking communicator until its state leaves ncclInProgress (what it has under
+// way is done, or failed) or `deadline` passes; returns the last state: ncclInProgress when out
+// of time, and the query's own failure if NCCL refuses to answer.
+ncclResult_t settle(ncclComm_t comm, Clock::time_point deadline) {
+  for (int round = 0;; ++round) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ZS_NCCL_CHECK_WARN(ncclCommGetAsyncError(comm, &state));
+    if (queried != ncclSuccess) return queried;
+    if (state != ncclInProgress || Clock::now() >= deadline) return state;
+    poll_pause(round);
+  }
+}
+
 // Polls a non-blocking communicator that is being formed until it is ready; aborts it and
 // throws at the deadline or on an error.
 void await_formed(ncclComm_t comm, Clock::time_point deadline, const std::string& what) {
   const auto start = Clock::now();
-  for (int round = 0;; ++round) {
-    ncclResult_t state = ncclSuccess;
-    ZS_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      const std::string message = ::zs::cuda::detail::nccl_error_message(state, what.c_str());
-      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
-      ZS_THROW(CommError, message);
-    }
-    if (Clock::now() >= deadline) {
-      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
-      ZS_THROW(CommTimeout, what, " timed out after waiting ", elapsed_ms(start),
-               " ms: not every rank joined the NCCL group. Every rank must create it (and "
-               "split it) in the same order; a rank that did not, is stuck, or died leaves the "
-               "others here. If the start is just slow, raise the timeout (zs-train "
-               "--comm-timeout, ZS_COMM_TIMEOUT_S).");
-    }
-    poll_pause(round);
+  const ncclResult_t state = settle(comm, deadline);
+  if (state == ncclSuccess) return;
+  if (state != ncclInProgress) {
+    // Before the abort: NCCL's last-error text is about the failure, not about the abort.
+    const std::string message = ::zs::cuda::detail::nccl_error_message(state, what.c_str());
+    ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
+    ZS_THROW(CommError, message);
   }
+  ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
+  ZS_THROW(CommTimeout, what, " timed out after waiting ", elapsed_ms(start),
+           " ms: not every rank joined the NCCL group. Every rank must create it (and "
+           "split it) in the same order; a rank that did not, is stuck, or died leaves the "
+           "others here. If the start is just slow, raise the timeout (zs-train "
+           "--comm-timeout, ZS_COMM_TIMEOUT_S).");
 }
 
 }  // namespace
@@ -182,6 +190,16 @@ NcclBackend::NcclBackend(ncclComm_t comm, int device, bool nonblocking, NcclBack
   ZS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(int32_t)));
 }
 
+std::unique_ptr<NcclBackend> NcclBackend::own(ncclComm_t comm, int device,
+                                              NcclBackendOptions options) {
+  try {
+    return std::unique_ptr<NcclBackend>(new NcclBackend(comm, device, true, options));
+  } catch (...) {
+    ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));  // not owned by a backend yet
+    throw;
+  }
+}
+
 std::vector<std::unique_ptr<NcclBackend>> NcclBackend::create_local(const std::vector<int>& devices,
                                                                     NcclBackendOptions options) {
   ZS_CHECK(!devices.empty(), "NcclBackend::create_local: no devices given");
@@ -231,10 +249,9 @@ std::vector<std::unique_ptr<NcclBackend>> NcclBackend::create_local(const std::v
       }
     }
     for (size_t i = 0; i < devices.size(); ++i) {
-      // The backend owns the comm once constructed; until then the catch below aborts it.
-      backends.push_back(
-          std::unique_ptr<NcclBackend>(new NcclBackend(comms[i], devices[i], true, options)));
-      comms[i] = nullptr;
+      // Handed to own() (which aborts it if it fails); the later ones the catch below aborts.
+      const ncclComm_t comm = std::exchange(comms[i], nullptr);
+      backends.push_back(own(comm, devices[i], options));
     }
   } catch (...) {
     for (ncclComm_t comm : comms) {
@@ -280,9 +297,15 @@ std::unique_ptr<NcclBackend> NcclBackend::create_from_id(const ncclUniqueId& id,
   ncclComm_t comm = nullptr;
   const std::string what =
       detail::concat("forming the NCCL group on rank ", rank, " of ", size, " (cuda:", device, ")");
-  ZS_NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config));
+  try {
+    ZS_NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config));
+  } catch (...) {
+    // A failed non-blocking init may still hand out the communicator (in an error state).
+    if (comm != nullptr) ZS_NCCL_CHECK_WARN(ncclCommAbort(comm));
+    throw;
+  }
   await_formed(comm, deadline, what);
-  return std::unique_ptr<NcclBackend>(new NcclBackend(comm, device, true, options));
+  return own(comm, device, options);
 }
 
 std::unique_ptr<NcclBackend> NcclBackend::create(std::unique_ptr<Backend> bootstrap, int device,
@@ -306,21 +329,31 @@ NcclBackend::~NcclBackend() {
     }
     // Finalize flushes what was issued and waits for the peers to be quiescent; bounded, so a
     // dead peer cannot hang the destructor: past the bound the communicator is aborted instead.
-    ncclResult_t state = ZS_NCCL_CHECK_WARN(ncclCommFinalize(comm_));
+    // NCCL refuses to finalize a non-blocking communicator whose previous call is still in
+    // progress, so it is first awaited too, within the same bound.
     const auto deadline = Clock::now() + options_.destroy_timeout;
-    for (int round = 0; state == ncclInProgress && Clock::now() < deadline; ++round) {
-      if (ZS_NCCL_CHECK_WARN(ncclCommGetAsyncError(comm_, &state)) != ncclSuccess) break;
-      poll_pause(round);
+    ncclResult_t state = settle(comm_, deadline);
+    if (state == ncclSuccess) {
+      // For a non-blocking communicator a successful finalize only starts it: NCCL says the
+      // state then reads ncclInProgress until it is done, and only then may it be destroyed.
+      state = ZS_NCCL_CHECK_WARN(ncclCommFinalize(comm_));
+      if (state == ncclSuccess || state == ncclInProgress) state = settle(comm_, deadline);
     }
     if (state == ncclSuccess) {
       ZS_NCCL_CHECK_WARN(ncclCommDestroy(comm_));
-    } else {
+      return;
+    }
+    if (state == ncclInProgress) {
       ZS_LOG_WARN(
           "nccl backend rank {} of {}: ncclCommFinalize did not finish within {} ms ({}); "
           "aborting the communicator",
           rank_, size_, options_.destroy_timeout.count(), ncclGetErrorString(state));
-      ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
+    } else {
+      ZS_LOG_WARN(
+          "nccl backend rank {} of {}: finalizing the communicator failed ({}); aborting it", rank_,
+          size_, ncclGetErrorString(state));
     }
+    ZS_NCCL_CHECK_WARN(ncclCommAbort(comm_));
   } catch (const std::exception& e) {
     // A destructor must not throw (DeviceGuard can, if the device is gone).
     ZS_LOG_ERROR("nccl backend rank {} of {}: destroying the communicator failed: {}", rank_, size_,
@@ -652,18 +685,33 @@ std::unique_ptr<Backend> NcclBackend::split(int color, int key, const Call& call
   check_not_aborted(call, what);
   zs::cuda::DeviceGuard guard(device_);
   ncclConfig_t config = nonblocking_config();
+  // NCCL writes the new communicator into new_comm from its own thread when the split is done,
+  // so new_comm must outlive that: split() returns only once the split has finished or the
+  // parent is aborted (ncclCommAbort joins the split's thread).
   ncclComm_t new_comm = nullptr;
-  const ncclResult_t issued = ZS_NCCL_CHECK(
-      ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &new_comm, &config));
-  // The parent finishes the split collectively; then the child (if any) finishes forming.
-  await_issued(issued, call, what);
+  try {
+    ZS_NCCL_CHECK(
+        ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &new_comm, &config));
+    // On a non-blocking parent the split goes on in the background whatever ncclCommSplit
+    // returned (NCCL 2.28's returned ncclSuccess on the first GPU run): the parent stays
+    // ncclInProgress, refusing every call, until the split is done, and only then is new_comm
+    // set (NVIDIA/nccl#1472). So the parent is always polled back to ncclSuccess, under the
+    // call's deadline, before anything looks at new_comm or uses the parent again.
+    await_issued(ncclInProgress, call, what);
+  } catch (const std::exception& e) {
+    // A split that failed on this rank leaves the group unusable. NCCL's way to stop a split:
+    // abort the parent (done already if await_issued failed), then the new communicator.
+    abort_comm(e.what());
+    if (new_comm != nullptr) ZS_NCCL_CHECK_WARN(ncclCommAbort(new_comm));
+    throw;
+  }
   if (color < 0) return nullptr;
   ZS_CHECK_AS(CommError, new_comm != nullptr, what, " on rank ", rank_, " of ", size_,
               ": ncclCommSplit returned no communicator for color ", color);
   await_formed(
       new_comm, call.deadline,
       detail::concat(what, " on rank ", rank_, " of ", size_, " (forming color ", color, ")"));
-  auto child = std::unique_ptr<NcclBackend>(new NcclBackend(new_comm, device_, true, options_));
+  std::unique_ptr<NcclBackend> child = own(new_comm, device_, options_);
   abort_flag_->adopt(child->abort_flag_);  // an abort of this group reaches the new one
   return child;
 #else

@@ -167,6 +167,8 @@ class NcclBackend final : public Backend {
 
  private:
   NcclBackend(ncclComm_t comm, int device, bool nonblocking, NcclBackendOptions options);
+  // A backend owning `comm`, a formed non-blocking communicator; aborts it if that fails.
+  static std::unique_ptr<NcclBackend> own(ncclComm_t comm, int device, NcclBackendOptions options);
 
   // Enqueues NCCL work on the given stream; returns NCCL's result.
   using EnqueueFn = std::function<ncclResult_t(cudaStream_t)>;  // zs-unchecked: a type
@@ -190,7 +192,9 @@ class NcclBackend final : public Backend {
   Tensor fp32_scratch(size_t count, const std::string& what);
   // Throws CommError if the group was aborted (performing the pending ncclCommAbort first).
   void check_not_aborted(const Call& call, const std::string& what);
-  // Waits until a non-blocking NCCL call that returned ncclInProgress is set up.
+  // Waits until a non-blocking NCCL call that returned `issued` is set up: for ncclInProgress,
+  // polls until the communicator's state is ncclSuccess again (split passes ncclInProgress
+  // whatever NCCL returned: the parent stays in progress until the split is done).
   void await_issued(ncclResult_t issued, const Call& call, const std::string& what);
   // Records the completion event on the comm stream and polls it (and NCCL's async error) until
   // the collective completes, the deadline passes, or the group is aborted.

@@ -1,6 +1,7 @@
 // The nccl backend (comm/nccl) on every visible GPU, ranks as threads of this process
 // (NcclBackend::create_local): all_reduce (sum, avg, max), all_gather, reduce_scatter and
-// broadcast against closed forms, abort, and (with two GPUs or more) a skipped collective that
+// broadcast against closed forms, abort, split (the parent usable again after it, a rank of no
+// color getting no group), and (with two GPUs or more) a skipped collective that
 // fails with CommTimeout instead of hanging (label gpu; skips with "no CUDA device: skipped
 // (compiled only)" where there is no GPU). With one GPU the group has one rank — the collectives
 // still run through NCCL.
@@ -157,6 +158,25 @@ TEST_F(NcclTest, AnAbortReachesGroupsSplitFromTheAbortedOne) {
   });
 }
 
+TEST_F(NcclTest, SplitWithoutAColorGivesNoGroupAndLeavesTheParentUsable) {
+  // Rank 0 joins no group (color < 0: NCCL_SPLIT_NOCOLOR), the others form one; every rank's
+  // parent then runs a collective.
+  const int n = static_cast<int>(backends_.size());
+  run_ranks(backends_, [&](int rank, NcclBackend& backend) {
+    std::unique_ptr<comm::Backend> rest =
+        backend.split(rank == 0 ? -1 : 0, rank, make_call(CollectiveKind::kSplit, 0));
+    EXPECT_EQ(rest == nullptr, rank == 0);
+    if (rest != nullptr) {
+      EXPECT_EQ(rest->size(), n - 1);
+    }
+    float* data = device_from_vector(std::vector<float>(5, 2.0f));
+    backend.all_reduce(data, 5, DType::kF32, ReduceOp::kSum,
+                       make_call(CollectiveKind::kAllReduce, 1));
+    EXPECT_EQ(device_to_vector(data, 5)[4], static_cast<float>(2 * n));
+    ZS_CUDA_CHECK(cudaFree(data));
+  });
+}
+
 TEST(NcclBootstrap, FormsAGroupOverALocalBackendAndSplitsIt) {
   // The path of a multi-process job (unique id over a CPU backend, non-blocking
   // ncclCommInitRankConfig under a deadline), with ranks as threads and the local backend as
@@ -181,6 +201,11 @@ TEST(NcclBootstrap, FormsAGroupOverALocalBackendAndSplitsIt) {
     half->all_reduce(data, 33, DType::kF32, ReduceOp::kMax,
                      make_call(CollectiveKind::kAllReduce, 0));
     EXPECT_EQ(device_to_vector(data, 33)[0], static_cast<float>(n));
+    // The parent is usable again once the split returned (NCCL refuses a non-blocking parent
+    // until the split running in its background has finished).
+    backend.all_reduce(data, 33, DType::kF32, ReduceOp::kSum,
+                       make_call(CollectiveKind::kAllReduce, 2));
+    EXPECT_EQ(device_to_vector(data, 33)[0], static_cast<float>(n * n));
     ZS_CUDA_CHECK(cudaFree(data));
   });
 }
