@@ -27,16 +27,29 @@ MemorySpread memory_spread(const std::vector<RankMemory>& ranks) {
     spread.peak[c] = over_ranks([c](const RankMemory& m) { return m.peak.bytes[c]; });
   }
   spread.peak_total = over_ranks([](const RankMemory& m) { return m.peak_total; });
+  const bool any_device = std::any_of(ranks.begin(), ranks.end(),
+                                      [](const RankMemory& m) { return !m.device.empty(); });
+  if (any_device) {
+    for (const RankMemory& m : ranks) spread.devices.push_back(m.device.empty() ? "cpu" : m.device);
+  }
   return spread;
 }
 
 std::string memory_table(const MemorySpread& spread, size_t budget) {
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line, "memory per rank, peak over the run (%d rank%s%s%s):\n",
-                spread.ranks, spread.ranks == 1 ? "" : "s", budget ? ", budget " : "",
-                budget ? format_bytes(budget).c_str() : "");
-  out << line;
+  // The ranks' GPUs, in rank order; the first kListedDevices, then how many more.
+  constexpr size_t kListedDevices = 8;
+  std::string devices;
+  for (size_t r = 0; r < spread.devices.size() && r < kListedDevices; ++r) {
+    devices += (r == 0 ? " on " : ", ") + spread.devices[r];
+  }
+  if (spread.devices.size() > kListedDevices) {
+    devices += " and " + std::to_string(spread.devices.size() - kListedDevices) + " more";
+  }
+  out << "memory per rank, peak over the run (" << spread.ranks << " rank"
+      << (spread.ranks == 1 ? "" : "s") << devices
+      << (budget ? ", budget " + format_bytes(budget) : std::string()) << "):\n";
   std::snprintf(line, sizeof line, "  %-16s %12s %12s %8s\n", "category", "min", "max", "at rank");
   out << line;
   auto row = [&](const char* name, const Spread& s) {
