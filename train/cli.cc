@@ -198,6 +198,11 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "evaluate on at most N batches per rank (default " +
                      std::to_string(kDefaultEvalBatches) + "; 0: every held-out window)")
       ->group(kBatch);
+  app.add_option("--eval-micro-batch", c.eval_micro_batches,
+                 "rows per evaluation forward (default: --micro-batch); several values score the "
+                 "held-out set once per value at each evaluation point")
+      ->expected(1, -1)
+      ->group(kBatch);
   app.add_option("--seed", c.seed, "seed of the initialization and the data order")->group(kBatch);
 
   const std::string kParallel = "Parallelism";

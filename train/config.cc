@@ -541,6 +541,9 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1), got ",
            c.eval_fraction);
   ZS_CHECK(c.log_interval >= 1, "--log-interval must be >= 1, got ", c.log_interval);
+  for (const int64_t rows : c.eval_micro_batches) {
+    ZS_CHECK(rows >= 1, "--eval-micro-batch must be >= 1, got ", rows);
+  }
   ZS_CHECK(c.warmup_steps >= 0, "--warmup must be >= 0, got ", c.warmup_steps);
   ZS_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
            "--optimizer must be adamw or sgd, got '", c.optimizer, "'");

@@ -138,6 +138,10 @@ struct TrainConfig {
   // default so that a short run on a large held-out split does not spend most of its time
   // scoring it.
   int64_t eval_batches = kDefaultEvalBatches;
+  // Rows per evaluation forward (empty: micro_batch). With several sizes each evaluation point
+  // scores the held-out set once per size, in order, and records each (EvalRecord::batch): how
+  // evaluation time depends on its batch (zs-study scaling). eval_batches counts batches of each.
+  std::vector<int64_t> eval_micro_batches;
   int64_t log_interval = 10;
   uint64_t seed = 1234;
 
