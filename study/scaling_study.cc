@@ -281,11 +281,11 @@ std::string scaling_eval_svg(const std::vector<ScalingRow>& rows) {
   metric.name = "metric";
   broadcast.name = "broadcast";
   for (const ScalingRow& r : rows) {
-    // "e<rows>": the evaluation batch, where it is not the training batch.
+    // A third line, "eval <rows>", where the evaluation batch is not the training batch.
     chart.categories.push_back(
         std::to_string(r.ranks) + (r.ranks == 1 ? " rank\n" : " ranks\n") + r.precision + " b" +
         std::to_string(r.batch) +
-        (r.eval_batch == r.batch ? "" : " e" + std::to_string(r.eval_batch)));
+        (r.eval_batch == r.batch ? "" : "\neval " + std::to_string(r.eval_batch)));
     predict.values.push_back(r.predict_ms);
     metric.values.push_back(r.metric_ms);
     broadcast.values.push_back(r.broadcast_ms);

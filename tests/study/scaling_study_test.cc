@@ -65,7 +65,7 @@ TEST(ScalingStudy, EvaluatesOncePerEvaluationBatchSize) {
   EXPECT_EQ(merged.size(), 2u);  // the evaluation batch is part of the key
   const std::string md = scaling_markdown(merged, "setup", "zs-study scaling");
   EXPECT_NE(md.find("| 1 | fp32 | 4 |"), std::string::npos) << md;
-  EXPECT_NE(scaling_eval_svg(merged).find("e16"), std::string::npos);
+  EXPECT_NE(scaling_eval_svg(merged).find(">eval 16<"), std::string::npos);
   // A table written before the column existed: its rows evaluated with the training batch.
   const std::vector<ScalingRow> old = read_scaling_rows(
       "ranks\tprecision\tbatch\tdevice\tstep_ms\texamples_per_s_per_rank\tpredict_ms\tmetric_ms"
