@@ -28,6 +28,13 @@ std::string lower(std::string s) {
   return s;
 }
 
+// A flag value's spelling of a sharding name ("per_tensor" → "per-tensor"), and the form a
+// value given on the command line is compared in (lower case, '_' as '-').
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
 // Walks a JSON object: each key is taken by a handler; what remains is reported together.
 class KeyReader {
  public:
@@ -423,15 +430,10 @@ DType parse_precision(const std::string& text) {
   ZS_THROW(InvalidArgument, "precision '", text, "' is not one of fp32, fp16, bf16");
 }
 
-std::string ddp_sync_flag(sharding::DdpSync sync) {
-  std::string name = sharding::ddp_sync_name(sync);
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
-}
+std::string ddp_sync_flag(sharding::DdpSync sync) { return dashed(sharding::ddp_sync_name(sync)); }
 
 sharding::DdpSync parse_ddp_sync(const std::string& text) {
-  std::string t = lower(text);
-  std::replace(t.begin(), t.end(), '_', '-');
+  const std::string t = dashed(lower(text));
   if (t == "bucketed") return sharding::DdpSync::kBucketed;
   if (t == "per-tensor") return sharding::DdpSync::kPerTensor;
   if (t == "gather-scatter") return sharding::DdpSync::kGatherScatter;
@@ -440,14 +442,11 @@ sharding::DdpSync parse_ddp_sync(const std::string& text) {
 }
 
 std::string grad_sync_flag(sharding::GradSync sync) {
-  std::string name = sharding::grad_sync_name(sync);
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
+  return dashed(sharding::grad_sync_name(sync));
 }
 
 sharding::GradSync parse_grad_sync(const std::string& text) {
-  std::string t = lower(text);
-  std::replace(t.begin(), t.end(), '_', '-');
+  const std::string t = dashed(lower(text));
   if (t == "per-micro-batch") return sharding::GradSync::kPerMicroBatch;
   if (t == "per-step") return sharding::GradSync::kPerStep;
   ZS_THROW(InvalidArgument, "--grad-sync '", text, "' is not one of per-micro-batch, per-step");

@@ -3,8 +3,9 @@
 // losses bit for bit with each other (fp32, bf16, bf16 with fp32 reduction, fp16 with loss
 // scaling; 2 and 3 ranks), runs repeat bit for bit, one micro-batch per step gives
 // kPerMicroBatch's bits, and with accumulation the result is kPerMicroBatch's within fp32
-// rounding (the sum and the rank average are taken in the other order). A step's traffic does
-// not depend on the micro-batches per step. Misuse is an InvalidArgument naming the fix.
+// rounding (the sum and the rank average are taken in the other order); stage 0's naive DdpSync
+// variants give its bits. A step's traffic does not depend on the micro-batches per step.
+// Misuse is an InvalidArgument naming the fix.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,6 +54,23 @@ TEST(GradSync, PerStepKeepsStagesZeroAndOneBitwiseIdentical) {
       EXPECT_EQ(stage1.params, stage0.params) << what;
       EXPECT_EQ(stage1.losses, stage0.losses) << what;
       EXPECT_EQ(stage1.skipped, stage0.skipped) << what;
+    }
+  }
+}
+
+// Stage 0's naive syncs reduce the same local sum element-wise in rank order: the same bits.
+TEST(GradSync, PerStepGivesTheSameBitsWithEachDdpSync) {
+  RunOptions run;
+  run.stage = 0;
+  run.steps = 3;
+  run.micro_batches = 3;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ShardingConfig config = with(GradSync::kPerStep, dtype, dtype);
+    const RunResult bucketed = train(run, config);
+    for (DdpSync sync : {DdpSync::kPerTensor, DdpSync::kGatherScatter}) {
+      config.ddp_sync = sync;
+      EXPECT_EQ(train(run, config).params, bucketed.params)
+          << ddp_sync_name(sync) << " " << dtype_name(dtype);
     }
   }
 }
