@@ -234,6 +234,16 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          "averaged, scattered back; CPU only): the naive two are for comparison")
       ->type_name("SYNC")
       ->group(kParallel);
+  app.add_option_function<std::string>(
+         "--grad-sync", [&c](const std::string& v) { c.grad_sync = parse_grad_sync(v); },
+         "stages 0/1 with --grad-accum > 1: per-micro-batch (default: each micro-batch's "
+         "gradients reduced, traffic x grad-accum, no memory added, all four stages bitwise "
+         "identical) or per-step (DDP no_sync: summed locally in fp32 and reduced once per "
+         "step, traffic independent of --grad-accum; stage 1 keeps a 4-byte-per-parameter "
+         "sum; stages 0 and 1 bitwise identical with each other, not with per-micro-batch or "
+         "stages 2/3, which always reduce per micro-batch)")
+      ->type_name("WHEN")
+      ->group(kParallel);
   app.add_option("--comm-timeout", c.comm_timeout_s,
                  "seconds any collective may take before the run fails naming it and the ranks "
                  "that did not arrive (also the bound on forming an mpi/nccl world); precedence: "

@@ -107,6 +107,12 @@ struct TrainConfig {
   // gather-scatter (through rank 0). The two naive ones exist for comparison and teaching; every
   // other stage reduce-scatters and refuses them (validate()).
   sharding::DdpSync ddp_sync = sharding::DdpSync::kBucketed;
+  // Stages 0/1: whether a step of several micro-batches reduces each micro-batch's gradients
+  // (per-micro-batch, the default: the four stages stay bitwise identical, no memory added) or
+  // sums them locally and reduces once (per-step: traffic independent of --grad-accum, stage 1
+  // keeps a full fp32 sum). sharding::GradSync; zs-train --grad-sync; stages 2/3 refuse
+  // per-step (validate()).
+  sharding::GradSync grad_sync = sharding::GradSync::kPerMicroBatch;
 
   // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
   // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).
@@ -202,6 +208,10 @@ DType parse_precision(const std::string& text);
 sharding::DdpSync parse_ddp_sync(const std::string& text);
 // The flag's spelling of a sync: "bucketed", "per-tensor", "gather-scatter".
 std::string ddp_sync_flag(sharding::DdpSync sync);
+// "per-micro-batch", "per-step" (or with '_' as grad_sync_name spells them).
+sharding::GradSync parse_grad_sync(const std::string& text);
+// The flag's spelling: "per-micro-batch", "per-step".
+std::string grad_sync_flag(sharding::GradSync sync);
 
 // Applies a DeepSpeed JSON config (the text of ds_config.json) to `config`. Notes for keys that
 // were understood but have no effect are appended to `notes`. Throws InvalidArgument for

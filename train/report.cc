@@ -71,16 +71,18 @@ std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const Traffic
         times * comm::collective_traffic(kind, bytes, f.shard_group, f.rank_in_group, 0).sent;
   };
   const uint64_t micro = static_cast<uint64_t>(f.micro_batches);
+  // Stages 0/1 reduce every micro-batch, or once per step with --grad-sync per-step.
+  const uint64_t reductions = f.reduce_once_per_step && f.stage <= 1 ? 1 : micro;
   for (size_t u = 0; u < f.padded_numel.size(); ++u) {
     const uint64_t n = static_cast<uint64_t>(f.padded_numel[u]);
     const bool kept = u < f.kept_gathered.size() && f.kept_gathered[u];
     switch (f.stage) {
-      case 0:  // DDP: every micro-batch's gradients all-reduced
-        add(comm::CollectiveKind::kAllReduce, n * f.reduce_bytes, micro);
+      case 0:  // DDP: every micro-batch's gradients all-reduced (per-step: their local sum)
+        add(comm::CollectiveKind::kAllReduce, n * f.reduce_bytes, reductions);
         break;
       case 1:
       case 2:  // reduce-scatter per micro-batch, all-gather of the updated shards per step
-        add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, micro);
+        add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, reductions);
         add(comm::CollectiveKind::kAllGather, n * f.param_bytes, 1);
         break;
       default: {  // 3: gathered in forward and in backward of each micro-batch
@@ -112,12 +114,13 @@ std::string traffic_table(const StepTraffic& measured, const TrafficFormula& for
   const auto expected = formula_bytes_sent(formula);
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line,
-                "traffic of one step on this rank (ZeRO stage %d, %zu units sharded over %d "
-                "ranks, %lld micro-batch%s):\n",
-                formula.stage, formula.padded_numel.size(), formula.shard_group,
-                static_cast<long long>(formula.micro_batches),
-                formula.micro_batches == 1 ? "" : "es");
+  std::snprintf(
+      line, sizeof line,
+      "traffic of one step on this rank (ZeRO stage %d, %zu units sharded over %d "
+      "ranks, %lld micro-batch%s%s):\n",
+      formula.stage, formula.padded_numel.size(), formula.shard_group,
+      static_cast<long long>(formula.micro_batches), formula.micro_batches == 1 ? "" : "es",
+      formula.reduce_once_per_step && formula.stage <= 1 ? ", reduced once per step" : "");
   out << line;
   std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %12s %12s %10s\n", "collective", "calls",
                 "sent", "formula", "difference", "copied", "ms");

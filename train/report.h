@@ -48,6 +48,9 @@ struct TrafficFormula {
   int shard_group = 1;  // ranks the parameters are sharded over (the world, or a hybrid group)
   int rank_in_group = 0;
   int64_t micro_batches = 1;
+  // --grad-sync per-step (stages 0/1): the gradients of a step are reduced once, not once per
+  // micro-batch, so the reductions do not scale with micro_batches.
+  bool reduce_once_per_step = false;
   size_t param_bytes = 4;             // element size of gathered parameters
   size_t reduce_bytes = 4;            // element size of reduced gradients
   std::vector<int64_t> padded_numel;  // per unit

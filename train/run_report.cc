@@ -86,6 +86,7 @@ void RunReport::on_end(int64_t /*steps*/) {
   f.shard_group = sharded.shard_group().size();
   f.rank_in_group = sharded.shard_group().rank();
   f.micro_batches = c.grad_accum;
+  f.reduce_once_per_step = rank_.sharding.grad_sync == sharding::GradSync::kPerStep;
   f.param_bytes = dtype_size(rank_.sharding.param_dtype);
   f.reduce_bytes = dtype_size(rank_.sharding.reduce_dtype);
   if (comm::Communicator* replicas = sharded.replica_group()) {
