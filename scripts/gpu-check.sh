@@ -97,6 +97,11 @@ if want tiny; then
       step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision $p --zero-stage $s
     done
   done
+  # Gradients summed on the device over micro-batches, reduced once per step (stages 0 and 1).
+  for s in 0 1; do
+    step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage $s \
+      --grad-accum 4 --grad-sync per-step --steps 10
+  done
   step "$out/train.log" 30 "$bin/zs-mem" --model tiny --layers 4 --width 128 --heads 4 --context 128 \
     --precision bf16
 fi
