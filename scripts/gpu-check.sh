@@ -100,7 +100,7 @@ if want tiny; then
   # Gradients summed on the device over micro-batches, reduced once per step (stages 0 and 1).
   for s in 0 1; do
     step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage $s \
-      --grad-accum 4 --grad-sync per-step --steps 10
+      --grad-accum 4 --grad-sync per-step
   done
   step "$out/train.log" 30 "$bin/zs-mem" --model tiny --layers 4 --width 128 --heads 4 --context 128 \
     --precision bf16
