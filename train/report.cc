@@ -30,11 +30,13 @@ MemorySpread memory_spread(const std::vector<RankMemory>& ranks) {
   return spread;
 }
 
-std::string memory_table(const MemorySpread& spread, size_t budget) {
+namespace {
+
+std::string category_table(const char* title, const MemorySpread& spread, size_t budget) {
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line, "memory per rank, peak over the run (%d rank%s%s%s):\n",
-                spread.ranks, spread.ranks == 1 ? "" : "s", budget ? ", budget " : "",
+  std::snprintf(line, sizeof line, "%s, peak over the run (%d rank%s%s%s):\n", title, spread.ranks,
+                spread.ranks == 1 ? "" : "s", budget ? ", budget " : "",
                 budget ? format_bytes(budget).c_str() : "");
   out << line;
   std::snprintf(line, sizeof line, "  %-16s %12s %12s %8s\n", "category", "min", "max", "at rank");
@@ -49,6 +51,16 @@ std::string memory_table(const MemorySpread& spread, size_t budget) {
   }
   row("total (peak)", spread.peak_total);
   return out.str();
+}
+
+}  // namespace
+
+std::string memory_table(const MemorySpread& spread, size_t budget) {
+  return category_table("memory per rank", spread, budget);
+}
+
+std::string host_memory_table(const MemorySpread& spread, size_t budget) {
+  return category_table("host tier per rank (--offload-optimizer host)", spread, budget);
 }
 
 std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const TrafficFormula& f) {
