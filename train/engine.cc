@@ -389,6 +389,18 @@ TrainResult run_training(const TrainConfig& config) {
                 "the per-rank memory budget ", format_bytes(config.memory_budget),
                 " is too small for this model: ", memory_advice(config, units, world));
   }
+  if (config.offload_optimizer != OffloadTarget::kNone && config.host_memory_budget > 0) {
+    // The host tier allocates nothing during a step: zs-mem's figure is its size, exactly.
+    const uint64_t host = model_state_estimate(config, units, world, config.stage).host.total();
+    ZS_CHECK_AS(OutOfMemory, host <= config.host_memory_budget,
+                "out of host memory: the host tier of each rank needs ", format_bytes(host), " (",
+                host,
+                " bytes: the fp32 masters, the optimizer state and the host copy of the "
+                "gradient shard), over --host-memory-budget ",
+                format_bytes(config.host_memory_budget),
+                "; raise --host-memory-budget if the machine has the RAM, or use more ranks (the "
+                "host tier shrinks as 1/N)");
+  }
 
   // The GEMM rate the log's model FLOP utilization is against: measured once per process,
   // before any rank runs, on this thread with one rank's compute threads. A GPU run shows none

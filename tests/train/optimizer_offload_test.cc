@@ -128,15 +128,26 @@ TEST_F(OptimizerOffload, ZsMemsDeviceAndHostSplitIsWhatTheRunMeasures) {
 }
 
 TEST_F(OptimizerOffload, AHostTierOverItsBudgetIsAnOutOfMemoryNamingIt) {
-  TrainConfig c = run(2, 2, DType::kF32, true);
+  TrainConfig c = run(2, 2, DType::kBF16, true);
   c.host_memory_budget = 4096;
   const std::string message = error_message<OutOfMemory>([&] { run_training(c); });
   EXPECT_NE(message.find("host tier"), std::string::npos) << message;
   EXPECT_NE(message.find("--host-memory-budget 4.0 KiB"), std::string::npos) << message;
   EXPECT_NE(message.find("raise --host-memory-budget"), std::string::npos) << message;
-  // A budget the tier fits in: the run goes through.
-  c.host_memory_budget = size_t{64} << 20;
+  // zs-mem's host figure is the tier's size exactly: a budget of that many bytes runs (the tier
+  // itself would refuse a byte more, offload/host_pool.h), one byte less is refused up front.
+  models::GptConfig shape = models::gpt_preset("tiny");
+  shape.n_layer = c.n_layer;
+  shape.width = c.width;
+  shape.n_head = c.n_head;
+  shape.context = c.context;
+  const uint64_t host =
+      estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, 2)).host.total();
+  c.host_memory_budget = host;
   EXPECT_EQ(run_training(c).steps.size(), 6u);
+  c.host_memory_budget = host - 1;
+  EXPECT_NE(error_message<OutOfMemory>([&] { run_training(c); }).find(std::to_string(host)),
+            std::string::npos);
 }
 
 TEST_F(OptimizerOffload, CheckpointsSavedWithOffloadResumeBitForBit) {
