@@ -2,11 +2,12 @@
 // offload_optimizer.device "cpu") through the engine on local ranks: the runs equal the runs
 // without offload bit for bit (every step's loss, gradient norm and loss scale, and the final
 // parameters written with --save-weights) at stages 1–3 in fp32, bf16 and fp16, on two ranks and
-// on one (where every stage runs as stage 0); the masters and the optimizer state leave the
-// device's categories and the host tier holds what zs-mem --offload optimizer says, exactly; a
-// host tier over --host-memory-budget is an OutOfMemory naming the tier; checkpoints saved with
-// offload resume bit for bit, with and without offload; --profile-memory writes the host tier's
-// timeline too; and the flags and DeepSpeed keys are taken or refused with the reason.
+// on one (where every stage runs as stage 0), hybrid on four, and with SGD's momentum; the masters
+// and the optimizer state leave the device's categories and the host tier holds what zs-mem
+// --offload optimizer says, exactly; a host tier over --host-memory-budget is an OutOfMemory naming
+// the tier; checkpoints saved with offload resume bit for bit, with and without offload;
+// --profile-memory writes the host tier's timeline too; and the flags and DeepSpeed keys are taken
+// or refused with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -67,19 +68,29 @@ TEST_F(OptimizerOffload, EveryStageAndPrecisionGivesTheBitsOfTheRunWithout) {
   struct Case {
     int ranks;
     int stage;
+    int hybrid_group = 0;
+    const char* optimizer = "adamw";
   };
-  for (const Case k : {Case{2, 1}, Case{2, 2}, Case{2, 3}, Case{1, 2}}) {
+  for (const Case k :
+       {Case{2, 1}, Case{2, 2}, Case{2, 3}, Case{1, 2}, Case{4, 3, 2}, Case{2, 2, 0, "sgd"}}) {
     for (const DType precision : {DType::kF32, DType::kBF16, DType::kF16}) {
-      const std::string what = std::to_string(k.ranks) + " ranks, stage " +
-                               std::to_string(k.stage) + " " + dtype_name(precision);
+      const std::string what =
+          std::to_string(k.ranks) + " ranks, stage " + std::to_string(k.stage) + " hybrid " +
+          std::to_string(k.hybrid_group) + " " + k.optimizer + " " + dtype_name(precision);
       TrainConfig in_memory = run(k.ranks, k.stage, precision, false);
       TrainConfig offloaded = run(k.ranks, k.stage, precision, true);
+      for (TrainConfig* c : {&in_memory, &offloaded}) {
+        c->hybrid_group = k.hybrid_group;
+        c->optimizer = k.optimizer;
+      }
       in_memory.save_weights = dir.path("in_memory.safetensors");
       offloaded.save_weights = dir.path("offloaded.safetensors");
       const TrainResult a = run_training(in_memory);
       const TrainResult b = run_training(offloaded);
       expect_same_steps(a, b, what);
-      EXPECT_TRUE(read_bytes(in_memory.save_weights) == read_bytes(offloaded.save_weights))
+      const std::vector<uint8_t> weights = read_bytes(in_memory.save_weights);
+      EXPECT_GT(weights.size(), 4u * 30000) << what;  // the model's fp32 parameters and more
+      EXPECT_TRUE(weights == read_bytes(offloaded.save_weights))
           << what << ": the final parameters differ";
       EXPECT_TRUE(a.host_peak_max.empty()) << what;
       ASSERT_EQ(b.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories)) << what;
@@ -169,6 +180,7 @@ TEST_F(OptimizerOffload, CheckpointsSavedWithOffloadResumeBitForBit) {
       expect_same_steps(tail, b,
                         std::string("resumed ") + (offload ? "with" : "without") + " offload, " +
                             dtype_name(precision));
+      EXPECT_GT(read_bytes(full.save_weights).size(), 4u * 30000);
       EXPECT_TRUE(read_bytes(full.save_weights) == read_bytes(resumed.save_weights))
           << "resumed " << (offload ? "with" : "without") << " offload, " << dtype_name(precision);
     }
