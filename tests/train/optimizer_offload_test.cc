@@ -51,6 +51,16 @@ void expect_same_steps(const TrainResult& a, const TrainResult& b, const std::st
   }
 }
 
+// zs-mem's estimate of the run `c` (the tiny preset with c's shape) on two ranks at `stage`.
+MemoryEstimate zs_mem_estimate(const TrainConfig& c, int stage) {
+  models::GptConfig shape = models::gpt_preset("tiny");
+  shape.n_layer = c.n_layer;
+  shape.width = c.width;
+  shape.n_head = c.n_head;
+  shape.context = c.context;
+  return estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, stage));
+}
+
 class OptimizerOffload : public ::testing::Test {
  protected:
   OptimizerOffload() { write_text(corpus, learnable_corpus()); }
@@ -102,18 +112,12 @@ TEST_F(OptimizerOffload, EveryStageAndPrecisionGivesTheBitsOfTheRunWithout) {
 // says; the other device categories are as zs-mem says for the offloaded run (the engine_test
 // checks the same without offload).
 TEST_F(OptimizerOffload, ZsMemsDeviceAndHostSplitIsWhatTheRunMeasures) {
-  models::GptConfig shape = models::gpt_preset("tiny");
   for (const DType precision : {DType::kF32, DType::kBF16}) {
     for (int stage = 1; stage <= 3; ++stage) {
       TrainConfig c = run(2, stage, precision, true);
       c.steps = 3;
       const TrainResult r = run_training(c);
-      shape.n_layer = c.n_layer;
-      shape.width = c.width;
-      shape.n_head = c.n_head;
-      shape.context = c.context;
-      const MemoryEstimate e =
-          estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, stage));
+      const MemoryEstimate e = zs_mem_estimate(c, stage);
       const std::string what = "stage " + std::to_string(stage) + " " + dtype_name(precision);
       EXPECT_EQ(e.config.offload, OffloadKind::kOptimizer);
       for (const MemoryCategory cat : {MemoryCategory::kParameters, MemoryCategory::kMasterWeights,
@@ -147,13 +151,7 @@ TEST_F(OptimizerOffload, AHostTierOverItsBudgetIsAnOutOfMemoryNamingIt) {
   EXPECT_NE(message.find("raise --host-memory-budget"), std::string::npos) << message;
   // zs-mem's host figure is the tier's size exactly: a budget of that many bytes runs (the tier
   // itself would refuse a byte more, offload/host_pool.h), one byte less is refused up front.
-  models::GptConfig shape = models::gpt_preset("tiny");
-  shape.n_layer = c.n_layer;
-  shape.width = c.width;
-  shape.n_head = c.n_head;
-  shape.context = c.context;
-  const uint64_t host =
-      estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, 2)).host.total();
+  const uint64_t host = zs_mem_estimate(c, 2).host.total();
   c.host_memory_budget = host;
   EXPECT_EQ(run_training(c).steps.size(), 6u);
   c.host_memory_budget = host - 1;
