@@ -42,7 +42,8 @@ case "$kind" in
     # seconds), and this build is the largest part of CI's time.
     configure=("${common[@]}" -DZS_SANITIZE=address,undefined "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
     targets=(zs_runtime_tests zs_ops_tests zs_data_tests zs_models_tests zs_optim_tests
-             zs_comm_tests zs_sharding_tests zs_train_tests zs_checkpoint_tests zs_apps_tests)
+             zs_offload_tests zs_comm_tests zs_sharding_tests zs_train_tests zs_checkpoint_tests
+             zs_apps_tests)
     # ParameterHash compares against bits recorded from the Release build; the instrumented -O1
     # build rounds some float expressions differently (contraction, inlining), so its hashes differ
     # without anything being wrong. apps.error_catalogue runs the zs-train program as a child

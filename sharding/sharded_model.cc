@@ -41,7 +41,8 @@ struct ShardedModel::Unit : UnitPlan {
   // fp32: grad; stage 1 in fp32 with kPerStep: sum); later micro-batches compute into a
   // temporary that is added to it.
   Tensor first_grad;
-  Tensor reduced;  // the collective's output when it cannot write into grad directly
+  Tensor host_grad;  // optimizer offload: the host copy of grad that the optimizer reads
+  Tensor reduced;    // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
   comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
@@ -61,11 +62,12 @@ const char* ddp_sync_name(DdpSync sync) {
 }
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
-                           const ShardingConfig& config)
+                           const ShardingConfig& config, Allocator* optimizer_host)
     : root_(root),
       comm_(comm),
       shard_comm_(&comm),
       allocator_(allocator),
+      host_(optimizer_host),
       config_(config),
       policy_(StagePolicy::make(config.stage, config.hybrid_group > 0,
                                 config.hybrid_group > 0 ? config.hybrid_group : comm.size())) {
@@ -82,6 +84,13 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
            " frees each unit's full gradient once it is reduce-scattered (its memory saving); "
            "use grad_sync = per_micro_batch with this stage, or stage 0/1");
   once_per_step_ = config.grad_sync == GradSync::kPerStep;
+  ZS_CHECK(host_ == nullptr || policy_.requested_stage >= 1,
+           "sharding: optimizer offload needs ZeRO stage 1, 2 or 3 (the optimizer then runs on the "
+           "rank's shard), got stage ",
+           policy_.requested_stage, "; use --zero-stage 1 or higher, or leave offload off");
+  ZS_CHECK(host_ == nullptr || host_->host_visible(),
+           "sharding: the optimizer offload allocator must give host-visible memory (the "
+           "optimizer's CPU loops update it)");
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
   ZS_CHECK(config.max_reductions_in_flight >= 0,
@@ -186,7 +195,11 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     // (and in fp32 the master) live there, so after_step's all-gathers are in place and no
     // separate copy of the rank's slice exists.
     const bool shard_in_full = policy_.masters_sharded && u.stays_gathered;
-    if (!policy_.masters_sharded) {
+    if (host_) {
+      // Offload: the master is the host tier's, in fp32 too (see the header).
+      u.master = Tensor::zeros({policy_.master_numel(u.padded, u.shard)}, DType::kF32, *host_,
+                               MemoryCategory::kMasterWeights, "unit " + u.name + " master (host)");
+    } else if (!policy_.masters_sharded) {
       u.master = fp32_params
                      ? u.full
                      : Tensor::empty({u.padded}, DType::kF32, allocator,
@@ -203,12 +216,13 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
     // The init rule writes host memory: on a device, fill a zeroed host copy of the master and
     // upload it once (Tensor::copy_from: synchronous, at construction only).
+    const bool stage_init = !u.master.is_host_visible();
     std::vector<float> host_master;
-    if (on_device_) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
-    float* master = on_device_ ? host_master.data() : u.master.data<float>();
+    if (stage_init) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
+    float* master = stage_init ? host_master.data() : u.master.data<float>();
     // (Tensor::zeros made the separate shards; stage 0's master and a master in the slot of the
     // uninitialized full buffer start from zeros here.)
-    if ((!policy_.masters_sharded || u.master.storage() == u.full_storage) && !on_device_) {
+    if ((!policy_.masters_sharded || u.master.storage() == u.full_storage) && !stage_init) {
       std::fill(master, master + u.master.numel(), 0.0f);
     }
     ShardView local;
@@ -224,7 +238,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
                     static_cast<size_t>(end - begin), config.seed, p.name());
       local.segments.push_back({begin - own_begin, end - own_begin, p.decay()});
     }
-    if (on_device_) u.master.copy_from(host_master);
+    if (stage_init) u.master.copy_from(host_master);
     // Gradient buffers that live for the whole run. Stage 0 in fp32 reduces in place: the
     // fp32 gradient is the flat gradient buffer itself (until a second micro-batch needs a
     // separate accumulator, see install_grad_buffer).
@@ -247,20 +261,32 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         u.first_grad = u.sum;
       }
     }
+    if (host_) {
+      u.host_grad = Tensor::zeros({u.grad.numel()}, DType::kF32, *host_, MemoryCategory::kGradients,
+                                  "unit " + u.name + " grads (host)");
+      const int64_t staged = fp32_params ? 0 : u.master.numel();
+      if (staged > (host_staging_.defined() ? host_staging_.numel() : 0)) {
+        host_staging_ = Tensor();  // the larger one replaces it
+        host_staging_ = Tensor::empty({staged}, param_dtype, *host_, MemoryCategory::kParameters,
+                                      "compute copy to upload (host)");
+      }
+    }
     local.master = u.master;
-    local.grad = u.grad;
+    local.grad = host_ ? u.host_grad : u.grad;
     shards_.push_back(local);
 
     // Compute copies: stage 0 casts the master into the full buffer; stages 1–3 keep the slice
     // in param_dtype (the full buffer's own slot where it persists); those units gather their
-    // full parameters once now, in place, the others (stage 3) just in time.
+    // full parameters once now, in place, the others (stage 3) just in time. In fp32 the master
+    // is that copy, unless it lives on the host (offload).
+    const bool master_computes = fp32_params && !host_;
     if (shard_in_full) {
-      u.compute_shard = fp32_params ? u.master : shard_comm_->rank_slice(u.full);
+      u.compute_shard = master_computes ? u.master : shard_comm_->rank_slice(u.full);
     } else if (policy_.masters_sharded) {
       u.compute_shard =
-          fp32_params ? u.master
-                      : Tensor::empty({u.shard}, param_dtype, allocator,
-                                      MemoryCategory::kParameters, "unit " + u.name + " shard");
+          master_computes ? u.master
+                          : Tensor::empty({u.shard}, param_dtype, allocator,
+                                          MemoryCategory::kParameters, "unit " + u.name + " shard");
     }
     refresh_compute_copy(u);
     if (!u.stays_gathered) {
@@ -528,7 +554,25 @@ void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
   u.reductions.push_back(shard_comm_->scatter(gathered, send, 0, options));
 }
 
+void ShardedModel::upload_compute_copy(Unit& u) {
+  const Tensor& target = policy_.masters_sharded ? u.compute_shard : u.full;
+  if (config_.param_dtype == DType::kF32) {
+    target.copy_from_host(u.master.raw_data());
+    return;
+  }
+  // Cast on the host (the same cast as on the device path: ops::copy_), then one copy of the
+  // compute-dtype bytes.
+  const Tensor staged = Tensor::from_storage(host_staging_.storage(), 0, {u.master.numel()},
+                                             config_.param_dtype, "unit " + u.name + " to upload");
+  ops::copy_(staged, u.master);
+  target.copy_from_host(staged.raw_data());
+}
+
 void ShardedModel::refresh_compute_copy(Unit& u) {
+  if (host_) {
+    upload_compute_copy(u);
+    return;
+  }
   if (config_.param_dtype == DType::kF32) return;  // the compute copy is the master itself
   if (!policy_.masters_sharded) {
     ops::copy_(u.full, u.master);
@@ -580,6 +624,9 @@ void ShardedModel::finish_backward() {
       }
       u->reduced = Tensor();
     }
+    // Offload: this unit's gradient shard to the host, now that it holds the step's sum so far
+    // (on a device: a synchronous copy on the compute stream, after the accumulation).
+    if (host_) u->grad.copy_to_host(u->host_grad.raw_data());
   }
   accumulating_ = true;
 }
@@ -698,9 +745,17 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
   for (const auto& u : units_) {
     Tensor full = u->master;  // stage 0: the whole flat fp32 master
     if (policy_.masters_sharded) {
+      // The collective moves tensors on the communicator's device: an offloaded master goes
+      // there first on a GPU (on the CPU device host memory is that device's).
+      Tensor source = u->master;
+      if (on_device_ && host_) {
+        source = Tensor::empty({u->master.numel()}, DType::kF32, allocator_,
+                               MemoryCategory::kCommBuffers, "unit " + u->name + " master");
+        source.copy_from_host(u->master.raw_data());
+      }
       full = Tensor::empty({u->padded}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
                            "unit " + u->name + " gathered masters");
-      shard_comm_->all_gather(u->master, full, {{}, u->name + " masters"})->wait();
+      shard_comm_->all_gather(source, full, {{}, u->name + " masters"})->wait();
     }
     if (error) continue;  // keep issuing the collectives the other ranks issue
     try {

@@ -116,6 +116,24 @@
 // where the host waits for the step's reductions). The local shards carry the check as their
 // gradient gate (runtime/shard_view.h), so optimizers and clipping enforce it without knowing
 // this class.
+// Optimizer offload (ZeRO-Offload). With a host allocator (the rank's host tier), the fp32
+// master of each unit is a host buffer (master_weights of the host tier, not of the device, in
+// fp32 too: the compute copy the model reads becomes a device buffer of its own where the master
+// doubled as it), and the optimizer state follows it there (optim allocates state where the
+// master lives). local_shards() then hands out host views: the host master and a host copy of the
+// fp32 gradient shard (gradients of the host tier), so clipping, unscaling and the optimizer run
+// their CPU loops on host memory whatever the device. The gradient shard itself is still reduced
+// and accumulated on the device, as without offload; finish_backward() copies each unit's
+// accumulated shard to the host right after that unit's reduction was waited for and
+// accumulated (unit by unit, every micro-batch, so the host copy always holds the sum so far).
+// after_step() copies the updated masters back: cast to param_dtype on the host (one staging
+// buffer of the largest unit, parameters of the host tier; none in fp32) and copied into the
+// device's compute copy (the shard, its slot of the full buffer, or stage 0's full buffer), from
+// which the all-gathers run as before. The copies use the runtime's host copies (memcpy on the
+// CPU device, synchronous transfers on a GPU), and the math is the same functions on the same
+// values: the bits equal the run without offload. Requested stage 0 is refused (DeepSpeed's
+// ZeRO-Offload is for the ZeRO stages 1–3); a shard group of one rank runs it as stage 0.
+//
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once
 
@@ -211,8 +229,12 @@ class StepOrder;
 
 class ShardedModel {
  public:
+  // `optimizer_host`: optimizer offload (ZeRO-Offload; see "Optimizer offload" above) — the
+  // allocator of the rank's host tier (offload/host_pool.h), host-visible, which must outlive
+  // this object; null keeps the masters with the parameters. Offload needs a requested stage of
+  // 1–3 (InvalidArgument otherwise).
   ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
-               const ShardingConfig& config);
+               const ShardingConfig& config, Allocator* optimizer_host = nullptr);
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -262,6 +284,8 @@ class ShardedModel {
     std::vector<Parameter> parameters;
   };
   std::vector<UnitInfo> units() const;
+  // The masters and the optimizer-side gradients live in the host tier (optimizer offload).
+  bool offloads_optimizer() const { return host_ != nullptr; }
   // The elements [begin, end) of unit `unit`'s flat buffer that world rank `world_rank` keeps as
   // its master (local_shards()[unit].master on that rank): stage 0 all of them, else the slice
   // of its rank in the shard group.
@@ -348,6 +372,9 @@ class ShardedModel {
   void refresh_full_parameters();
   // The stream later kernels run on: the communicator's compute stream (the host on the CPU).
   const comm::StreamRef& compute_stream() const { return shard_comm_->compute_stream(); }
+  // Optimizer offload: the host master's values (cast to param_dtype through host_staging_)
+  // copied into the device buffer the model computes from.
+  void upload_compute_copy(Unit& unit);
 
   models::Module& root_;
   comm::Communicator& comm_;
@@ -355,6 +382,8 @@ class ShardedModel {
   std::unique_ptr<comm::Communicator> inter_group_;  // hybrid: the replicas of this shard
   comm::Communicator* shard_comm_;
   Allocator& allocator_;
+  Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
+  Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host
   ShardingConfig config_;
   StagePolicy policy_;
   std::vector<std::unique_ptr<Unit>> units_;

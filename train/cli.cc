@@ -92,7 +92,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       "rank threads or under mpirun/srun.",
       "zs-train"};
   app.get_formatter()->column_width(34);
-  std::string ds_unused, precision, reduce_dtype, budget, max_live, keep_below, decay, strategy;
+  std::string ds_unused, precision, reduce_dtype, budget, host_budget, max_live, keep_below, decay,
+      strategy;
   std::string log_level;
   bool no_prefetch = false, no_progress = false;
 
@@ -286,6 +287,17 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
 
   const std::string kReport = "Memory and reports";
   app.add_option("--memory-budget", budget, "per-rank memory budget, e.g. 2GiB")->group(kReport);
+  app.add_option_function<std::string>(
+         "--offload-optimizer",
+         [&c](const std::string& v) { c.offload_optimizer = parse_offload_target(v); },
+         "none (default) or host: the fp32 masters and optimizer state of the rank's shard live "
+         "in host memory and the optimizer step runs on the CPU (stages 1-3; nvme: not yet)")
+      ->type_name("WHERE")
+      ->group(kReport);
+  app.add_option("--host-memory-budget", host_budget,
+                 "per-rank budget of the host tier that --offload-optimizer host fills, e.g. "
+                 "8GiB (default: unlimited)")
+      ->group(kReport);
   app.add_option("--profile-memory", c.profile_memory,
                  "write each rank's memory timeline (JSON) and chart (SVG) of the last step")
       ->group(kReport);
@@ -323,6 +335,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
     c.reduce_dtype_set = true;
   }
   if (!budget.empty()) c.memory_budget = parse_bytes(budget);
+  if (!host_budget.empty()) c.host_memory_budget = parse_bytes(host_budget);
   if (!max_live.empty()) c.max_live_gathered_bytes = parse_bytes(max_live);
   if (!keep_below.empty()) c.keep_gathered_below_bytes = parse_bytes(keep_below);
   if (!decay.empty()) {

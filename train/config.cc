@@ -105,20 +105,54 @@ class KeyReader {
   std::map<std::string, bool> taken_;
 };
 
-void read_offload(const json& value, KeyReader& parent, const std::string& key,
-                  std::vector<std::string>* unknown) {
-  KeyReader r(value, parent.child(key), unknown);
+// zero_optimization.offload_param: parameter offload is a later increment of zeroshard.
+void read_offload_param(const json& value, KeyReader& parent, std::vector<std::string>* unknown) {
+  KeyReader r(value, parent.child("offload_param"), unknown);
   r.take("device", [&](const json& v) {
     const std::string device = lower(r.get<std::string>(v, "device"));
     ZS_CHECK(device == "none", "deepspeed config: '", r.child("device"), "' = \"", device,
-             "\": offload to cpu/nvme is not implemented in zeroshard yet (the offload/ layer is a "
-             "later issue); remove the key or set it to \"none\", and see zs-mem for what would "
-             "fit without offload");
+             "\": parameter offload (to cpu or nvme) is not implemented in zeroshard yet; remove "
+             "the key or set it to \"none\" (optimizer offload to the host is: "
+             "offload_optimizer.device \"cpu\"), and see zs-mem for what would fit without it");
   });
-  for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu",
-                        "pipeline_read", "pipeline_write", "fast_init", "ratio"}) {
+  for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
     r.take(k, [](const json&) {});
   }
+}
+
+// zero_optimization.offload_optimizer: device cpu is zeroshard's host tier; nvme is not there
+// yet. The keys that tune DeepSpeed's NVMe swapper are accepted with a note where they can only
+// matter to NVMe; ratio < 1 (Twin-Flow partial offload) is refused rather than ignored.
+void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& config,
+                            std::vector<std::string>* unknown, std::vector<std::string>* notes) {
+  KeyReader r(value, parent.child("offload_optimizer"), unknown);
+  r.take("device", [&](const json& v) {
+    const std::string device = lower(r.get<std::string>(v, "device"));
+    ZS_CHECK(device == "none" || device == "cpu", "deepspeed config: '", r.child("device"),
+             "' = \"", device,
+             "\": NVMe offload is not implemented in zeroshard yet; use \"cpu\" (the masters and "
+             "optimizer state in host memory) or \"none\"");
+    config.offload_optimizer = device == "cpu" ? OffloadTarget::kHost : OffloadTarget::kNone;
+  });
+  r.note("pin_memory",
+         "zeroshard pins the host tier whenever the rank computes on a GPU (the CPU device has "
+         "nothing to pin)",
+         notes, [&](const json& v) { (void)r.boolean(v, "pin_memory"); });
+  r.note("buffer_count",
+         "the host tier keeps every offloaded buffer resident; swap buffers belong to NVMe "
+         "offload, which zeroshard does not have yet",
+         notes, [&](const json& v) {
+           ZS_CHECK(r.integer(v, "buffer_count") >= 1, "deepspeed config: '",
+                    r.child("buffer_count"), "' must be >= 1, got ", v.dump());
+         });
+  for (const char* k : {"nvme_path", "pipeline_read", "pipeline_write", "fast_init"}) {
+    r.note(k, "a setting of NVMe offload, which zeroshard does not have yet", notes);
+  }
+  r.take("ratio", [&](const json& v) {
+    ZS_CHECK(r.number(v, "ratio") == 1.0, "deepspeed config: '", r.child("ratio"), "' = ", v.dump(),
+             ": partial optimizer offload (Twin-Flow) is not implemented in zeroshard; remove the "
+             "key or set it to 1.0 (everything offloaded)");
+  });
 }
 
 void read_zero(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
@@ -145,8 +179,8 @@ void read_zero(const json& value, TrainConfig& config, std::vector<std::string>*
     if (r.integer(v, "stage3_prefetch_bucket_size") == 0) config.prefetch = false;
   });
   r.take("offload_optimizer",
-         [&](const json& v) { read_offload(v, r, "offload_optimizer", unknown); });
-  r.take("offload_param", [&](const json& v) { read_offload(v, r, "offload_param", unknown); });
+         [&](const json& v) { read_offload_optimizer(v, r, config, unknown, notes); });
+  r.take("offload_param", [&](const json& v) { read_offload_param(v, r, unknown); });
   const std::string buckets =
       "zeroshard reduces and gathers whole sharded units (one collective per unit), so there is "
       "no separate bucket size; size units with the wrap policy instead";
@@ -515,6 +549,20 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
   }
 }
 
+OffloadTarget parse_offload_target(const std::string& text) {
+  const std::string t = lower(text);
+  if (t == "none") return OffloadTarget::kNone;
+  if (t == "host" || t == "cpu") return OffloadTarget::kHost;
+  ZS_CHECK(t != "nvme",
+           "--offload-optimizer nvme: NVMe offload is not implemented in zeroshard yet; use host "
+           "(the masters and optimizer state in host memory) or none");
+  ZS_THROW(InvalidArgument, "--offload-optimizer must be none or host, got '", text, "'");
+}
+
+const char* offload_target_name(OffloadTarget target) {
+  return target == OffloadTarget::kHost ? "host" : "none";
+}
+
 void validate_device(const TrainConfig& c) {
   ZS_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '", c.device,
            "'");
@@ -592,6 +640,12 @@ void validate(const TrainConfig& c, int world) {
     ZS_CHECK(world % c.hybrid_group == 0, "--hybrid-group ", c.hybrid_group,
              " does not divide the world size ", world, "; use the ranks per node");
   }
+  // DeepSpeed's ZeRO-Offload runs the optimizer of the ZeRO stages on the rank's shard; stage 0
+  // (DDP) has no such optimizer to move.
+  ZS_CHECK(c.offload_optimizer == OffloadTarget::kNone || c.stage >= 1, "--offload-optimizer ",
+           offload_target_name(c.offload_optimizer),
+           " needs ZeRO stage 1, 2 or 3 (the offloaded optimizer updates the rank's shard of the "
+           "masters), but the stage is 0; add --zero-stage 1 (or higher), or drop the offload");
   ZS_CHECK(c.data.empty() || c.text.empty(),
            "give either --data (token files) or --text (raw "
            "text), not both");
@@ -626,6 +680,9 @@ std::string describe(const TrainConfig& c) {
     out << ", grad sync " << grad_sync_flag(c.grad_sync);
   }
   if (c.device != "cpu") out << ", device " << c.device;
+  if (c.offload_optimizer != OffloadTarget::kNone) {
+    out << ", optimizer offloaded to the " << offload_target_name(c.offload_optimizer);
+  }
   return out.str();
 }
 
@@ -726,6 +783,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   plan.sampler.world_size = world;
   plan.sampler.seed = c.seed;
   plan.micro_batches_per_step = c.grad_accum;
+  plan.offload_optimizer = c.offload_optimizer == OffloadTarget::kHost;
   return plan;
 }
 
@@ -756,6 +814,7 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
   m.max_live_gathered_bytes = s.max_live_gathered_bytes;
   m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;
   m.max_reductions_in_flight = s.max_reductions_in_flight;
+  m.offload = plan.offload_optimizer ? OffloadKind::kOptimizer : OffloadKind::kNone;
   return m;
 }
 

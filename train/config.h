@@ -50,6 +50,13 @@ struct InjectedFault {
   comm::FaultSettings comm;
 };
 
+// Where optimizer offload puts the masters and the optimizer state (--offload-optimizer;
+// DeepSpeed's zero_optimization.offload_optimizer.device).
+enum class OffloadTarget { kNone, kHost };
+// "none", "host" (also DeepSpeed's "cpu"); "nvme" is refused as not implemented yet.
+OffloadTarget parse_offload_target(const std::string& text);
+const char* offload_target_name(OffloadTarget target);  // "none", "host"
+
 struct TrainConfig {
   // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder
   // classifier on TSV files: text<TAB>label), or "auto" (classify when --data ends in .tsv).
@@ -152,7 +159,12 @@ struct TrainConfig {
   uint64_t seed = 1234;
 
   // Memory and reports.
-  size_t memory_budget = 0;    // per rank, bytes; 0: unlimited
+  size_t memory_budget = 0;  // per rank, bytes; 0: unlimited
+  // Optimizer offload (ZeRO-Offload, stages 1–3): with kHost the fp32 masters, the optimizer
+  // state and the host copy of the gradient shard live in the rank's host tier
+  // (offload/host_pool.h), whose bytes are capped by host_memory_budget (per rank; 0: unlimited).
+  OffloadTarget offload_optimizer = OffloadTarget::kNone;
+  size_t host_memory_budget = 0;
   std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
   std::string report_json;     // FILE: the run's figures (losses, evals, memory, traffic)
   int64_t sample_tokens = 0;   // > 0: greedy sample of this many tokens at the end (rank 0)
@@ -268,6 +280,9 @@ struct TrainPlan {
   LossScaling loss_scaling;
   data::SamplerOptions sampler;  // this rank's part of each micro-batch's global batch
   int64_t micro_batches_per_step = 1;
+  // The masters and the optimizer state live in the rank's host tier (ShardedModel's
+  // optimizer_host).
+  bool offload_optimizer = false;
 };
 
 // The plan of rank `rank` of `world` ranks. A pure function of its arguments.

@@ -20,6 +20,7 @@
 #include "comm/local/local_backend.h"
 #include "data/loader.h"
 #include "models/gpt.h"
+#include "offload/host_pool.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
@@ -133,8 +134,16 @@ class RankRun final : private StepRunner {
       if (lead_)
         ZS_LOG_INFO("computing on {} (one per rank), nccl backend", device_->device().str());
     }
+    if (plan_.offload_optimizer) {
+      offload::HostPoolOptions host;
+      host.budget = c_.host_memory_budget;
+      host.device = device_ ? device_->device() : Device::cpu();
+      host_tier_ = std::make_unique<offload::HostPool>(
+          "rank " + std::to_string(comm_.rank()) + " host tier", host);
+    }
     sharded_ =
-        std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, plan_.sharding);
+        std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, plan_.sharding,
+                                                 host_tier_ ? &host_tier_->allocator() : nullptr);
     if (!c_.init_from.empty() && std::filesystem::is_directory(c_.init_from)) {
       // A sharded checkpoint's weights only (fine-tuning): no optimizer state, step or data
       // position carries over.
@@ -175,9 +184,9 @@ class RankRun final : private StepRunner {
     state.compute = &compute_;
     state.result = result_;
     checkpointer_ = make_checkpointer(c_, state);
-    rank_ = std::make_unique<RankContext>(RankContext{c_, data_, comm_, lead_, tracker_, allocator_,
-                                                      compute_, device_.get(), *task_, *sharded_,
-                                                      plan_.sharding, seq_, *result_});
+    rank_ = std::make_unique<RankContext>(RankContext{
+        c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
+        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.
@@ -227,6 +236,9 @@ class RankRun final : private StepRunner {
   // --device cuda: the rank's GPU (stream, allocator, copies); declared before everything that
   // holds its memory, so it is destroyed after it.
   std::unique_ptr<RankDevice> device_;
+  // --offload-optimizer host: the rank's host tier (the masters, the optimizer state and the
+  // gradient shard's host copy); declared before what holds its memory.
+  std::unique_ptr<offload::HostPool> host_tier_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a
@@ -376,6 +388,18 @@ TrainResult run_training(const TrainConfig& config) {
     ZS_CHECK_AS(OutOfMemory, estimate.peak.total() <= config.memory_budget,
                 "the per-rank memory budget ", format_bytes(config.memory_budget),
                 " is too small for this model: ", memory_advice(config, units, world));
+  }
+  if (config.offload_optimizer != OffloadTarget::kNone && config.host_memory_budget > 0) {
+    // The host tier allocates nothing during a step: zs-mem's figure is its size, exactly.
+    const uint64_t host = model_state_estimate(config, units, world, config.stage).host.total();
+    ZS_CHECK_AS(OutOfMemory, host <= config.host_memory_budget,
+                "out of host memory: the host tier of each rank needs ", format_bytes(host), " (",
+                host,
+                " bytes: the fp32 masters, the optimizer state and the host copy of the "
+                "gradient shard), over --host-memory-budget ",
+                format_bytes(config.host_memory_budget),
+                "; raise --host-memory-budget if the machine has the RAM, or use more ranks (the "
+                "host tier shrinks as 1/N)");
   }
 
   // The GEMM rate the log's model FLOP utilization is against: measured once per process,

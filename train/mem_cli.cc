@@ -200,8 +200,10 @@ MemRun resolve(const MemArgs& a) {
   }
   if (c.offload != OffloadKind::kNone) {
     run.notes.push_back(
-        "offload is not implemented in the engine yet: the host column is an estimate "
-        "(masters and optimizer state on the host, the optimizer step on the CPU)");
+        "optimizer offload (zs-train --offload-optimizer host): the host tier column is what "
+        "each rank's host tier holds — the fp32 masters, the optimizer state and the host copy "
+        "of the gradient shard (plus, in fp16/bf16, one staging buffer); the optimizer step runs "
+        "on the CPU");
   }
   return run;
 }
@@ -248,7 +250,7 @@ void print_stage_rows(const MemRun& run, std::ostream& out) {
   std::vector<std::string> header{"stage"};
   for (MemoryCategory category : kShown) header.emplace_back(category_name(category));
   header.insert(header.end(), {"peak total", "between steps", "ZeRO paper"});
-  if (offload) header.emplace_back("host (estimate)");
+  if (offload) header.emplace_back("host tier");
   rows.push_back(header);
   for (int stage : run.stages) {
     MemoryModelConfig config = run.config;
@@ -273,7 +275,7 @@ void print_one_stage(const MemRun& run, std::ostream& out) {
   const bool offload = config.offload != OffloadKind::kNone;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header{"category", "between steps", "peak in step"};
-  if (offload) header.emplace_back("host (estimate)");
+  if (offload) header.emplace_back("host tier");
   rows.push_back(header);
   for (MemoryCategory category : kShown) {
     std::vector<std::string> row{category_name(category), bytes(e.steady[category]),

@@ -266,8 +266,8 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
 }
 
 // Where the fp32 master doubled as the compute copy (fp32 at every stage: the full buffer, its
-// slot, or stage 3's parameter shard) that copy stays in parameters on the device; the master
-// the optimizer updates moves to the host with its state.
+// slot, or stage 3's parameter shard) that copy stays in parameters on the device, as a buffer of
+// its own; the master the optimizer updates moves to the host tier with its state.
 void offload_optimizer(CategoryBytes& device) {
   device[kMaster] = 0;
   device[kOptim] = 0;
@@ -399,14 +399,19 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   }
 
   if (config.offload == OffloadKind::kOptimizer) {
-    estimate.host_is_estimate = true;
-    estimate.host[kMaster] = 0;
+    // The host tier (ShardedModel's optimizer offload): per unit the fp32 master, its optimizer
+    // state and the host copy of the fp32 gradient shard; in fp16/bf16 one staging buffer of the
+    // largest master in param_dtype, where the updated masters are cast before they go back.
+    uint64_t largest_master = 0;
     for (size_t u = 0; u < units.size(); ++u) {
       const uint64_t master_numel = static_cast<uint64_t>(policy.master_numel(
           static_cast<int64_t>(sizes.padded[u]), static_cast<int64_t>(sizes.shard[u])));
       estimate.host[kMaster] += 4 * master_numel;
       estimate.host[kOptim] += state_bytes * master_numel;
+      estimate.host[kGrads] += 4 * master_numel;
+      largest_master = std::max(largest_master, master_numel);
     }
+    if (!fp32_params) estimate.host[kParams] = largest_master * sizes.p;
     for (CategoryBytes* device :
          {&estimate.steady, &estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
       offload_optimizer(*device);

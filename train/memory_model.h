@@ -51,10 +51,13 @@
 // (kPerTensor allocates the same buffers; kGatherScatter's rank 0 also holds an N × P·r gather
 // buffer of the unit it is reducing, which the model leaves out).
 //
-// Offload of optimizer state and master weights to the host is not implemented in the engine
-// yet: with OffloadKind::kOptimizer the model moves master_weights and optimizer_state to `host`
-// (keeping a compute copy of the shard on the device where the fp32 master doubled as it) and
-// marks the estimate as such (host_is_estimate).
+// Optimizer offload (OffloadKind::kOptimizer, zs-train --offload-optimizer host): master_weights
+// and optimizer_state leave the device (where the fp32 master doubled as the compute copy, that
+// copy stays in parameters on the device) and `host` holds the rank's host tier as
+// ShardedModel allocates it: per unit the fp32 master (4M), its state and the host copy of the
+// gradient shard (4M), M = the rank's master elements; with p < 4 one param_dtype staging buffer
+// of the largest unit's M (parameters). The host tier allocates nothing during a step, so `host`
+// is both its steady bytes and its peak, exactly.
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -150,8 +153,7 @@ struct MemoryEstimate {
   // Stage 3: the most gathered (full) parameter bytes alive at once, kept units included —
   // ShardedModel::peak_live_gathered_bytes() of a steady-state step. 0 for stages 0–2.
   uint64_t gathered_window_bytes = 0;
-  CategoryBytes host;             // bytes offloaded to the host
-  bool host_is_estimate = false;  // offload is not implemented in the engine yet
+  CategoryBytes host;  // the host tier (optimizer offload), steady = peak
 };
 
 // Throws InvalidArgument for an invalid config (stage, world, hybrid group, dtypes, alignment)

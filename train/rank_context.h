@@ -35,6 +35,8 @@ struct RankContext {
   const sharding::ShardingConfig& sharding;
   int64_t seq;          // tokens per sequence
   TrainResult& result;  // filled on rank 0 (the lead)
+  // --offload-optimizer host: the rank's host tier (offload/host_pool.h); null otherwise.
+  MemoryTracker* host_tier;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;

@@ -69,6 +69,10 @@ struct TrainResult {
   std::vector<size_t> peak_min;
   std::vector<size_t> peak_max;
   size_t peak_total_max = 0;
+  // The host tier (--offload-optimizer host), the same figures; empty / 0 without offload.
+  std::vector<size_t> host_peak_min;
+  std::vector<size_t> host_peak_max;
+  size_t host_peak_total_max = 0;
   // Last step, this rank: bytes sent by the collectives vs the stage's formula.
   uint64_t bytes_sent = 0;
   uint64_t formula_bytes_sent = 0;

@@ -35,7 +35,9 @@ MemorySpread memory_spread(const std::vector<RankMemory>& ranks) {
   return spread;
 }
 
-std::string memory_table(const MemorySpread& spread, size_t budget) {
+namespace {
+
+std::string category_table(const char* title, const MemorySpread& spread, size_t budget) {
   std::ostringstream out;
   char line[200];
   // The ranks' GPUs, in rank order; the first kListedDevices, then how many more.
@@ -47,7 +49,7 @@ std::string memory_table(const MemorySpread& spread, size_t budget) {
   if (spread.devices.size() > kListedDevices) {
     devices += " and " + std::to_string(spread.devices.size() - kListedDevices) + " more";
   }
-  out << "memory per rank, peak over the run (" << spread.ranks << " rank"
+  out << title << ", peak over the run (" << spread.ranks << " rank"
       << (spread.ranks == 1 ? "" : "s") << devices
       << (budget ? ", budget " + format_bytes(budget) : std::string()) << "):\n";
   std::snprintf(line, sizeof line, "  %-16s %12s %12s %8s\n", "category", "min", "max", "at rank");
@@ -62,6 +64,16 @@ std::string memory_table(const MemorySpread& spread, size_t budget) {
   }
   row("total (peak)", spread.peak_total);
   return out.str();
+}
+
+}  // namespace
+
+std::string memory_table(const MemorySpread& spread, size_t budget) {
+  return category_table("memory per rank", spread, budget);
+}
+
+std::string host_memory_table(const MemorySpread& spread, size_t budget) {
+  return category_table("host tier per rank (--offload-optimizer host)", spread, budget);
 }
 
 std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const TrafficFormula& f) {

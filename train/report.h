@@ -40,6 +40,9 @@ MemorySpread memory_spread(const std::vector<RankMemory>& ranks);
 // rank holding the max), then the peak of the total. The header names the ranks' GPUs (rank
 // order) when the figures are device memory; for CPU ranks it names no device.
 std::string memory_table(const MemorySpread& spread, size_t budget);
+// The same table for the host tier of optimizer offload (offload/host_pool.h), titled as such;
+// `budget` is --host-memory-budget (0: none).
+std::string host_memory_table(const MemorySpread& spread, size_t budget);
 
 // Bytes one rank sends per collective kind in one step, as the sharding stage's algorithm
 // prescribes for units of `padded_numel` elements each (see ARCHITECTURE.md's table).

@@ -11,23 +11,74 @@
 #include "runtime/logging.h"
 
 namespace zs::train {
+namespace {
+
+// Peaks restart, and with profiling the tracker records the step from its current bytes.
+void start_profile(MemoryTracker& tracker, bool profile, CategoryBytes& start) {
+  tracker.reset_peaks();
+  if (!profile) return;
+  for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
+    start.bytes[cat] = tracker.current(static_cast<MemoryCategory>(cat));
+  }
+  tracker.enable_timeline(true);
+  tracker.mark("step begins");
+}
+
+void end_profile(MemoryTracker& tracker, bool profile) {
+  if (!profile) return;
+  tracker.mark("step ends");
+  tracker.enable_timeline(false);
+}
+
+// Every rank's peaks of `tracker`, spread over ranks (one all-gather). `with_devices`: the
+// ranks' GPU indices travel along, so that the device table names each rank's GPU.
+MemorySpread gather_peaks(const RankContext& rank, const MemoryTracker& tracker,
+                          bool with_devices) {
+  std::vector<uint64_t> mine;
+  for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
+    mine.push_back(tracker.peak(static_cast<MemoryCategory>(cat)));
+  }
+  mine.push_back(tracker.peak_total());
+  // The rank's GPU index, or kOnCpu.
+  constexpr uint64_t kOnCpu = ~uint64_t{0};
+  mine.push_back(with_devices && rank.device ? static_cast<uint64_t>(rank.device->device().index)
+                                             : kOnCpu);
+  const auto all = gather_u64(rank.comm, rank.compute, mine);
+  std::vector<RankMemory> ranks(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    for (int cat = 0; cat < kNumMemoryCategories; ++cat) ranks[r].peak.bytes[cat] = all[r][cat];
+    ranks[r].peak_total = all[r][kNumMemoryCategories];
+    const uint64_t gpu = all[r][kNumMemoryCategories + 1];
+    if (gpu != kOnCpu) ranks[r].device = Device::cuda(static_cast<int>(gpu)).str();
+  }
+  return memory_spread(ranks);
+}
+
+// The JSON timeline and the SVG chart of `tracker`'s profiled step, at `json` and `svg`.
+void write_profile(const MemoryTracker& tracker, const CategoryBytes& start,
+                   const std::string& json, const std::string& svg, int stage) {
+  tracker.write_timeline_json(json);
+  std::ofstream out(svg + ".tmp", std::ios::trunc);
+  out << memory_svg(tracker.timeline(), start,
+                    "memory by category over one step, " + tracker.device_name() + " (ZeRO stage " +
+                        std::to_string(stage) + ")");
+  out.close();
+  ZS_CHECK_AS(IoError, out.good() && std::rename((svg + ".tmp").c_str(), svg.c_str()) == 0,
+              "cannot write the memory chart ", svg);
+}
+
+}  // namespace
 
 void RunReport::before_step(int64_t /*step*/, bool last) {
   if (!last) return;
   comm::Communicator& world = rank_.comm;
   sharding::ShardedModel& sharded = rank_.sharded;
-  MemoryTracker& tracker = rank_.tracker;
   world.stats().reset();
   if (&sharded.shard_group() != &world) sharded.shard_group().stats().reset();
   if (sharded.replica_group()) sharded.replica_group()->stats().reset();
-  tracker.reset_peaks();
-  if (!rank_.config.profile_memory.empty()) {
-    for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
-      profile_start_.bytes[cat] = tracker.current(static_cast<MemoryCategory>(cat));
-    }
-    tracker.enable_timeline(true);
-    tracker.mark("step begins");
-  }
+  const bool profile = !rank_.config.profile_memory.empty();
+  start_profile(rank_.tracker, profile, profile_start_);
+  if (rank_.host_tier) start_profile(*rank_.host_tier, profile, host_profile_start_);
 }
 
 void RunReport::after_step(const StepRecord& /*record*/, bool last) {
@@ -44,10 +95,9 @@ void RunReport::after_step(const StepRecord& /*record*/, bool last) {
     for (int k = 0; k < comm::kNumCollectiveKinds; ++k) step_traffic_[k] += group[k];
   }
   have_step_traffic_ = true;
-  if (!rank_.config.profile_memory.empty()) {
-    rank_.tracker.mark("step ends");
-    rank_.tracker.enable_timeline(false);
-  }
+  const bool profile = !rank_.config.profile_memory.empty();
+  end_profile(rank_.tracker, profile);
+  if (rank_.host_tier) end_profile(*rank_.host_tier, profile);
 }
 
 void RunReport::on_end(int64_t /*steps*/) {
@@ -55,30 +105,23 @@ void RunReport::on_end(int64_t /*steps*/) {
   MemoryTracker& tracker = rank_.tracker;
   sharding::ShardedModel& sharded = rank_.sharded;
   TrainResult& result = rank_.result;
-  // Memory: every rank's peaks, min/max over ranks.
-  std::vector<uint64_t> mine;
-  for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
-    mine.push_back(tracker.peak(static_cast<MemoryCategory>(cat)));
-  }
-  mine.push_back(tracker.peak_total());
-  // The rank's GPU index, or kOnCpu: the table names each rank's device.
-  constexpr uint64_t kOnCpu = ~uint64_t{0};
-  mine.push_back(rank_.device ? static_cast<uint64_t>(rank_.device->device().index) : kOnCpu);
-  const auto all = gather_u64(rank_.comm, rank_.compute, mine);
-  std::vector<RankMemory> ranks(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    for (int cat = 0; cat < kNumMemoryCategories; ++cat) ranks[r].peak.bytes[cat] = all[r][cat];
-    ranks[r].peak_total = all[r][kNumMemoryCategories];
-    const uint64_t gpu = all[r][kNumMemoryCategories + 1];
-    if (gpu != kOnCpu) ranks[r].device = Device::cuda(static_cast<int>(gpu)).str();
-  }
-  const MemorySpread spread = memory_spread(ranks);
+  // Memory: every rank's peaks, min/max over ranks; the host tier's as its own table.
+  const MemorySpread spread = gather_peaks(rank_, tracker, /*with_devices=*/true);
   for (const Spread& s : spread.peak) {
     result.peak_min.push_back(s.min);
     result.peak_max.push_back(s.max);
   }
   result.peak_total_max = spread.peak_total.max;
   result.memory_table = memory_table(spread, c.memory_budget);
+  if (rank_.host_tier) {
+    const MemorySpread host = gather_peaks(rank_, *rank_.host_tier, /*with_devices=*/false);
+    for (const Spread& s : host.peak) {
+      result.host_peak_min.push_back(s.min);
+      result.host_peak_max.push_back(s.max);
+    }
+    result.host_peak_total_max = host.peak_total.max;
+    result.memory_table += host_memory_table(host, c.host_memory_budget);
+  }
 
   // Traffic of the last step next to the formula.
   TrafficFormula f;
@@ -106,15 +149,18 @@ void RunReport::on_end(int64_t /*steps*/) {
   if (!c.profile_memory.empty()) {
     const std::string json = rank_path(c.profile_memory, rank, world, "");
     const std::string svg = rank_path(c.profile_memory, rank, world, ".svg");
-    tracker.write_timeline_json(json);
-    std::ofstream out(svg + ".tmp", std::ios::trunc);
-    out << memory_svg(tracker.timeline(), profile_start_,
-                      "memory by category over one step, " + tracker.device_name() +
-                          " (ZeRO stage " + std::to_string(c.stage) + ")");
-    out.close();
-    ZS_CHECK_AS(IoError, out.good() && std::rename((svg + ".tmp").c_str(), svg.c_str()) == 0,
-                "cannot write the memory chart ", svg);
-    if (rank_.lead) ZS_LOG_INFO("memory profile of the last step: {} and {} (per rank)", json, svg);
+    write_profile(tracker, profile_start_, json, svg, c.stage);
+    std::string host_files;
+    if (rank_.host_tier) {
+      // FILE.host.json and FILE.host.svg (per rank as the device's).
+      const std::string host_json = rank_path(c.profile_memory, rank, world, ".host.json");
+      const std::string host_svg = rank_path(c.profile_memory, rank, world, ".host.svg");
+      write_profile(*rank_.host_tier, host_profile_start_, host_json, host_svg, c.stage);
+      host_files = ", host tier: " + host_json + " and " + host_svg;
+    }
+    if (rank_.lead) {
+      ZS_LOG_INFO("memory profile of the last step: {} and {} (per rank){}", json, svg, host_files);
+    }
   }
   if (rank_.lead) {
     std::printf("%s%s", result.memory_table.c_str(), result.traffic_table.c_str());

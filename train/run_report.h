@@ -25,6 +25,7 @@ class RunReport final : public TrainerPart {
   StepTraffic step_traffic_{};
   bool have_step_traffic_ = false;
   CategoryBytes profile_start_{};
+  CategoryBytes host_profile_start_{};  // the host tier's, with optimizer offload
 };
 
 }  // namespace zs::train

@@ -66,8 +66,8 @@ TEST(ZsMem, AllStagesByDefaultWithBudgetAndOffload) {
   for (const char* formula : {"16Ψ = ", "4Ψ + 12Ψ/N = ", "2Ψ + 14Ψ/N = ", "16Ψ/N = "}) {
     EXPECT_TRUE(contains(r.out, formula)) << formula << "\n" << r.out;
   }
-  EXPECT_TRUE(contains(r.out, "host (estimate)")) << r.out;
-  EXPECT_TRUE(contains(r.out, "not implemented in the engine yet")) << r.out;
+  EXPECT_TRUE(contains(r.out, "host tier")) << r.out;
+  EXPECT_TRUE(contains(r.out, "--offload-optimizer host")) << r.out;
   EXPECT_TRUE(contains(r.out, "Largest GPT preset")) << r.out;
   // The stage-3 row's device peak, as the model computes it.
   MemoryModelConfig config;

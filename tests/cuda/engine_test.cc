@@ -8,7 +8,8 @@
 // the CPU's within tolerance (cuBLAS, the attention kernels and NCCL's reduction order differ from
 // the CPU's in the last bits; a step's differences compound slowly over 20 steps), the traffic per
 // step equals the CPU run's (the same collectives on the same buffers), and the memory report is
-// the GPU's (the tracker is named after the device).
+// the GPU's (the tracker is named after the device). With --offload-optimizer host the GPU run
+// keeps its masters and optimizer state in pinned host memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,6 +54,16 @@ TrainConfig tiny_run(const std::string& path, int ranks, int stage, DType precis
   return c;
 }
 
+// The losses of `got` follow `want`'s within what the GPU's and the CPU's last bits allow.
+void expect_losses_near(const TrainResult& got, const TrainResult& want, DType precision) {
+  const double tol = precision == DType::kF32 ? 2e-3 : 3e-2;
+  for (size_t i = 0; i < want.steps.size(); ++i) {
+    EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss,
+                tol * std::max(1.0f, std::fabs(want.steps[i].loss)))
+        << "step " << i;
+  }
+}
+
 TEST(CudaEngine, TrainsLikeTheCpuOnOneAndTwoGpus) {
   ZS_SKIP_WITHOUT_CUDA();
   ScratchDir dir;
@@ -78,15 +89,42 @@ TEST(CudaEngine, TrainsLikeTheCpuOnOneAndTwoGpus) {
         ASSERT_EQ(got.steps.size(), want.steps.size());
         EXPECT_EQ(got.world, ranks);
         EXPECT_LT(got.steps.back().loss, 0.7f * got.steps.front().loss) << "did not learn";
-        const double tol = precision == DType::kF32 ? 2e-3 : 3e-2;
-        for (size_t i = 0; i < want.steps.size(); ++i) {
-          EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss,
-                      tol * std::max(1.0f, std::fabs(want.steps[i].loss)))
-              << "step " << i;
-        }
+        expect_losses_near(got, want, precision);
         EXPECT_EQ(got.bytes_sent, want.bytes_sent);
         EXPECT_NE(got.memory_table.find("cuda:0"), std::string::npos) << got.memory_table;
       }
+    }
+  }
+}
+
+// --offload-optimizer host on a GPU: the masters and the optimizer state live in pinned host
+// memory, the gradient shards are downloaded after their reductions and the updated compute
+// shards uploaded before the all-gathers. The run learns like the GPU run without offload (within
+// the CPU-vs-GPU tolerance: the optimizer now runs the CPU loops), its device holds no masters or
+// optimizer state, and its host tier does.
+TEST(CudaEngine, OptimizerOffloadToPinnedHostMemory) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScratchDir dir;
+  const std::string path = dir.path("corpus.txt");
+  write_text(path, learnable_corpus());
+  for (const DType precision : {DType::kF32, DType::kBF16}) {
+    for (int stage : {1, 3}) {
+      SCOPED_TRACE("stage " + std::to_string(stage) + ", " + dtype_name(precision));
+      TrainConfig in_memory = tiny_run(path, 1, stage, precision);
+      in_memory.device = "cuda";
+      in_memory.backend = "auto";
+      TrainConfig offloaded = in_memory;
+      offloaded.offload_optimizer = OffloadTarget::kHost;
+      const TrainResult want = run_training(in_memory);
+      const TrainResult got = run_training(offloaded);
+      ASSERT_EQ(got.steps.size(), want.steps.size());
+      EXPECT_LT(got.steps.back().loss, 0.7f * got.steps.front().loss) << "did not learn";
+      expect_losses_near(got, want, precision);
+      EXPECT_EQ(got.peak_max[static_cast<int>(MemoryCategory::kMasterWeights)], 0u);
+      EXPECT_EQ(got.peak_max[static_cast<int>(MemoryCategory::kOptimizerState)], 0u);
+      ASSERT_EQ(got.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
+      EXPECT_GT(got.host_peak_max[static_cast<int>(MemoryCategory::kOptimizerState)], 0u);
+      EXPECT_NE(got.memory_table.find("host tier per rank"), std::string::npos) << got.memory_table;
     }
   }
 }
