@@ -107,6 +107,11 @@ struct TrainConfig {
   // gather-scatter (through rank 0). The two naive ones exist for comparison and teaching; every
   // other stage reduce-scatters and refuses them (validate()).
   sharding::DdpSync ddp_sync = sharding::DdpSync::kBucketed;
+  // Activation checkpointing (sharding::ShardingConfig::checkpoint_every; zs-train
+  // --activation-checkpointing, --checkpoint-every K, DeepSpeed's activation_checkpointing
+  // section): 0 = off, k = every k-th unit below the root (1 = every Block) recomputes its
+  // forward in backward. Less activation memory for one more forward of those units; same bits.
+  int checkpoint_every = 0;
 
   // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
   // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).
