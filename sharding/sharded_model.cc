@@ -310,7 +310,7 @@ void ShardedModel::mark_checkpointed_units() {
   for (size_t i = 0; i < units_.size(); ++i) {
     Unit& u = *units_[i];
     if (u.module == &root_ || encloses[i]) continue;
-    u.checkpointed = candidate++ % config_.checkpoint_every == 0;
+    u.checkpointed = checkpoints_unit(candidate++, config_.checkpoint_every);
     marked += u.checkpointed ? 1 : 0;
   }
   if (comm_.rank() == 0) {
