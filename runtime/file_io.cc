@@ -54,6 +54,11 @@ AtomicFileWriter::~AtomicFileWriter() {
 void AtomicFileWriter::write(const void* bytes, size_t count) {
   ZS_CHECK(!committed_, "'", path_, "' was already committed; create a new writer");
   fs_.write_all(file_, bytes, count);
+  appended_ += count;
+  if (appended_ - written_back_ >= kWriteBackBytes) {
+    fs_.start_write_back(file_, written_back_, appended_ - written_back_);
+    written_back_ = appended_;
+  }
 }
 
 void AtomicFileWriter::write_at(uint64_t offset, const void* bytes, size_t count) {

@@ -30,7 +30,10 @@ void sync_directory(const std::string& directory, const FileSystem& fs = posix_f
 
 // Writes a file under a temporary name next to `path` (same directory, so rename() is atomic),
 // then commit() flushes it to disk, renames it over `path` and syncs the directory. Readers see
-// either the old file or the complete new one, never a prefix.
+// either the old file or the complete new one, never a prefix. Appended bytes are handed to the
+// disk every kWriteBackBytes as they come (FileSystem::start_write_back), so a large file is
+// mostly on the disk by the time commit() syncs it: the disk writes while the writer copies,
+// instead of after it.
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::string path, const FileSystem& fs = posix_file_system());
@@ -50,10 +53,14 @@ class AtomicFileWriter {
   bool committed() const { return committed_; }
 
  private:
+  static constexpr uint64_t kWriteBackBytes = uint64_t{8} << 20;
+
   const FileSystem& fs_;
   const std::string path_;
   std::string temp_path_;
   File file_;
+  uint64_t appended_ = 0;      // bytes written by write()
+  uint64_t written_back_ = 0;  // bytes handed to start_write_back
   bool committed_ = false;
 };
 

@@ -272,6 +272,13 @@ void PosixFileSystem::sync(File& file) const {
   if (::fsync(file.fd()) != 0) throw_file_error("fsync", file.path(), errno);
 }
 
+void PosixFileSystem::start_write_back(File& file, uint64_t offset, uint64_t count) const {
+  // Errors ignored on purpose (see the header): EINVAL or ENOSYS where unsupported; a failed
+  // write-back shows at the fsync that makes the file durable.
+  (void)::sync_file_range(file.fd(), static_cast<off64_t>(offset), static_cast<off64_t>(count),
+                          SYNC_FILE_RANGE_WRITE);
+}
+
 void PosixFileSystem::close(File& file) const { file.descriptor().close_or_throw(file.path()); }
 
 detail::MappedFile PosixFileSystem::map(const std::string& path, const char* what) const {

@@ -154,6 +154,12 @@ class FileSystem {
   virtual size_t pread_some(File& file, void* bytes, size_t count, uint64_t offset) const = 0;
   // fsync: the file's data and metadata reach the disk.
   virtual void sync(File& file) const = 0;
+  // Starts writing [offset, offset + count) of the file's dirty pages to the disk and returns
+  // without waiting (Linux's sync_file_range with SYNC_FILE_RANGE_WRITE), so that the disk works
+  // while the writer goes on and a later sync() finds little left to do. Advisory: where the
+  // call is not supported, or fails, nothing happens — durability is still sync()'s, which
+  // reports any error of the write-back.
+  virtual void start_write_back(File& file, uint64_t offset, uint64_t count) const = 0;
   // Closes, reporting an error close() returns.
   virtual void close(File& file) const = 0;
   // The whole file mapped read-only; `what` names it in errors ("checkpoint rank file").
@@ -195,6 +201,7 @@ class PosixFileSystem final : public FileSystem {
   size_t pwrite_some(File& file, const void* bytes, size_t count, uint64_t offset) const override;
   size_t pread_some(File& file, void* bytes, size_t count, uint64_t offset) const override;
   void sync(File& file) const override;
+  void start_write_back(File& file, uint64_t offset, uint64_t count) const override;
   void close(File& file) const override;
   detail::MappedFile map(const std::string& path, const char* what) const override;
   void rename(const std::string& from, const std::string& to) const override;
@@ -232,6 +239,9 @@ class FileSystemWrapper : public FileSystem {
     return base_.pread_some(file, bytes, count, offset);
   }
   void sync(File& file) const override { base_.sync(file); }
+  void start_write_back(File& file, uint64_t offset, uint64_t count) const override {
+    base_.start_write_back(file, offset, count);
+  }
   void close(File& file) const override { base_.close(file); }
   detail::MappedFile map(const std::string& path, const char* what) const override {
     return base_.map(path, what);

@@ -6,8 +6,9 @@
 #   scripts/gpu-check.sh [PARTS]     PARTS: any of probe tests tiny speed bench m124 big
 #                                  profile memcheck (default: all, in that order)
 #
-# Logs go to $OUT (default /tmp/gpu-check): probe.log, tests.log, train.log, speed.log,
-# bench.log, summary.txt and one memory profile (JSON + SVG): 8 files, the device tool's limit.
+# Logs go to $OUT (default /tmp/gpu-check): summary.txt (the probe, then a line per step),
+# tests.log, train.log, speed.log, bench.log, profile.log and one memory profile (JSON + SVG):
+# 8 files, the device tool's limit.
 # A summary is printed last. Every step has its own time limit and a failing step does not stop
 # the others: read the logs.
 set -uo pipefail
@@ -75,7 +76,7 @@ if want probe; then
       ldd "$b" | grep -E 'not found|cuda|cublas|cudnn|nccl|spdlog|fmt'
     done
     command -v compute-sanitizer
-  } >"$out/probe.log" 2>&1
+  } >>"$out/summary.txt" 2>&1
 fi
 
 if want tests; then
@@ -95,6 +96,11 @@ if want tiny; then
     for s in 0 3; do
       step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision $p --zero-stage $s
     done
+  done
+  # Gradients summed on the device over micro-batches, reduced once per step (stages 0 and 1).
+  for s in 0 1; do
+    step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage $s \
+      --grad-accum 4 --grad-sync per-step
   done
   step "$out/train.log" 30 "$bin/zs-mem" --model tiny --layers 4 --width 128 --heads 4 --context 128 \
     --precision bf16
@@ -140,11 +146,12 @@ if want memcheck; then
 fi
 
 echo "--- summary ($out)"
-cat "$out/summary.txt"
+grep -E '^ +[0-9]+ s rc=|skipped' "$out/summary.txt"
 grep -h -E 'FAILED|PASSED|tests ran' "$out/tests.log" 2>/dev/null | tail -30
 grep -h -E '^=== [0-9]|step +[0-9]+/[0-9]+ \|' "$out/train.log" 2>/dev/null |
   awk '/^===/{if (last) print last; print "=== ..." substr($0, length($0) - 60); last=""; next}
        {last=$0} END{if (last) print last}'
 [[ -f $out/speed.log ]] && grep -E 'tok/s' "$out/speed.log" | tail -12
-[[ -f $out/bench.log ]] && cat "$out/bench.log" | tail -25
+[[ -f $out/bench.log ]] && tail -25 "$out/bench.log"
+[[ -f $out/profile.log ]] && python3 scripts/ncu-summary.py "$out/profile.log" 15
 exit 0

@@ -33,7 +33,15 @@ struct ShardedModel::Unit : UnitPlan {
   Tensor compute_shard;
   Tensor grad_full;  // flat gradient buffer (param_dtype) the parameters' gradients view
   Tensor grad;       // fp32 accumulated reduced gradient of master's elements
-  Tensor reduced;    // the collective's output when it cannot write into grad directly
+  // GradSync::kPerStep: the fp32 sum of the step's micro-batch gradients, all padded elements
+  // (stage 0: grad; stage 1: in fp32 the flat gradient buffer, else a buffer of its own made at
+  // the first deferred micro-batch).
+  Tensor sum;
+  // Where a step's first micro-batch computes straight into a persistent fp32 buffer (stage 0 in
+  // fp32: grad; stage 1 in fp32 with kPerStep: sum); later micro-batches compute into a
+  // temporary that is added to it.
+  Tensor first_grad;
+  Tensor reduced;  // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
   comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
@@ -68,6 +76,13 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
            "sharding: ddp_sync '", ddp_sync_name(config.ddp_sync),
            "' is a gradient sync of stage 0 (DDP), but stage ", config.stage,
            " reduce-scatters gradients; use ddp_sync = bucketed with this stage, or stage 0");
+  ZS_CHECK(config.grad_sync == GradSync::kPerMicroBatch || policy_.requested_stage <= 1,
+           "sharding: grad_sync 'per_step' sums full gradients locally across micro-batches, "
+           "which stages 0 and 1 keep, but stage ",
+           config.stage,
+           " frees each unit's full gradient once it is reduce-scattered (its memory saving); "
+           "use grad_sync = per_micro_batch with this stage, or stage 0/1");
+  once_per_step_ = config.grad_sync == GradSync::kPerStep;
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
   ZS_CHECK(config.checkpoint_every >= 0,
@@ -126,7 +141,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     inter_group_ = comm.split(comm.rank() % g, comm.rank());
     shard_comm_ = intra_group_.get();
   }
-  step_order_ = std::make_shared<StepOrder>();
+  step_order_ = std::make_shared<StepOrder>(once_per_step_);
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();
 
@@ -226,9 +241,18 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
     if (reduces_in_place()) {
       u.grad = u.grad_full;
+      u.first_grad = u.grad;
     } else {
       u.grad = Tensor::zeros({policy_.master_numel(u.padded, u.shard)}, DType::kF32, allocator,
                              MemoryCategory::kGradients, "unit " + u.name + " fp32 grads");
+    }
+    if (once_per_step_) {
+      if (!policy_.masters_sharded) {
+        u.sum = u.grad;  // stage 0 keeps a full fp32 gradient anyway
+      } else if (param_dtype == DType::kF32) {
+        u.sum = u.grad_full;
+        u.first_grad = u.sum;
+      }
     }
     local.master = u.master;
     local.grad = u.grad;
@@ -266,7 +290,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       on_unit_start(forward_schedule_, *unit, "forward");
       // Runs last in backward for this unit: its gradients are complete.
       record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
-        if (policy_.reduce_timing == ReduceTiming::kPerUnit) reduce_grads(*unit);
+        if (policy_.reduce_timing == ReduceTiming::kPerUnit) on_gradients_complete(*unit);
         release(*unit);
         if (unit->module == &root_) backward_schedule_.complete = true;
       });
@@ -394,13 +418,20 @@ void ShardedModel::install_grad_buffer(Unit& u) {
     u.grad_full = Tensor::zeros({u.padded}, param_dtype, allocator_, MemoryCategory::kGradients,
                                 "unit " + u.name + " grads");
   } else {
-    if (reduces_in_place()) {
-      // Stage 0 in fp32 reduces the step's first micro-batch in place in the fp32 gradient;
-      // later micro-batches get a temporary buffer whose reduced values are added to it.
-      u.grad_full = accumulating_ ? Tensor::empty({u.padded}, DType::kF32, allocator_,
-                                                  MemoryCategory::kGradients,
-                                                  "unit " + u.name + " micro-batch grads")
-                                  : u.grad;
+    if (u.first_grad.defined()) {
+      // Stage 0 in fp32 reduces the step's first micro-batch in place in the fp32 gradient
+      // (with kPerStep: sums it there; stage 1 in fp32 with kPerStep sums it in its flat
+      // gradient); later micro-batches get a temporary buffer whose (reduced) values are added
+      // to it. The previous temporary is dropped first (the parameters' gradients view it), so
+      // at most one exists.
+      if (accumulating_) {
+        for (models::Parameter* p : u.parameters) p->tensor().set_grad(Tensor());
+        u.grad_full = Tensor();
+        u.grad_full = Tensor::empty({u.padded}, DType::kF32, allocator_, MemoryCategory::kGradients,
+                                    "unit " + u.name + " micro-batch grads");
+      } else {
+        u.grad_full = u.first_grad;
+      }
     }
     ops::fill_(u.grad_full, 0.0f);
   }
@@ -430,6 +461,24 @@ void ShardedModel::wait_for_reductions(size_t keep) {
   }
 }
 
+void ShardedModel::add_to_sum(Unit& u) {
+  if (u.grad_full.storage() == u.sum.storage()) return;  // computed straight into the sum
+  if (accumulating_) {
+    accumulate_into(u.sum, u.grad_full);
+    return;
+  }
+  if (!u.sum.defined()) {  // stage 1 in mixed precision: the sum is a buffer of its own
+    u.sum = Tensor::empty({u.padded}, DType::kF32, allocator_, MemoryCategory::kGradients,
+                          "unit " + u.name + " gradient sum");
+  }
+  ops::copy_(u.sum, u.grad_full);
+}
+
+void ShardedModel::on_gradients_complete(Unit& u) {
+  if (deferring() || reduces_sum()) add_to_sum(u);
+  if (!deferring()) reduce_grads(u);
+}
+
 void ShardedModel::reduce_grads(Unit& u) {
   if (!policy_.full_grads_persist && config_.max_reductions_in_flight > 0) {
     // Rate limit: make room for this unit's reduction before its send buffer is allocated, so
@@ -437,12 +486,15 @@ void ShardedModel::reduce_grads(Unit& u) {
     wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
   }
   const comm::CollectiveOptions options{{}, "gradients of " + u.name};
-  // What travels: the flat gradient, cast to reduce_dtype if that differs.
-  Tensor send = u.grad_full;
-  if (config_.reduce_dtype != config_.param_dtype) {
+  // What travels: the flat gradient (kPerStep after deferred micro-batches: the step's fp32
+  // sum), cast to reduce_dtype if that differs.
+  const bool from_sum = reduces_sum();
+  const Tensor& source = from_sum ? u.sum : u.grad_full;
+  Tensor send = source;
+  if (config_.reduce_dtype != source.dtype()) {
     send = Tensor::empty({u.padded}, config_.reduce_dtype, allocator_, MemoryCategory::kCommBuffers,
                          "unit " + u.name + " grads to reduce");
-    ops::copy_(send, u.grad_full);
+    ops::copy_(send, source);
   }
   if (policy_.reduce_collective == GradientCollective::kAllReduce) {
     // Over one rank the average is the gradient itself, bit for bit (every backend averages
@@ -474,8 +526,9 @@ void ShardedModel::reduce_grads(Unit& u) {
     }
     u.reduced = send.storage() == u.grad.storage() ? Tensor() : send;
   } else {
-    // Straight into the fp32 gradient when it is fp32 and holds nothing yet this step.
-    const bool direct = config_.reduce_dtype == DType::kF32 && !accumulating_;
+    // Straight into the fp32 gradient when it is fp32 and holds nothing yet this step (with
+    // kPerStep it never does: this is the step's one reduction).
+    const bool direct = config_.reduce_dtype == DType::kF32 && (!accumulating_ || from_sum);
     u.reduced =
         direct ? Tensor()
                : Tensor::empty({u.shard}, config_.reduce_dtype, allocator_,
@@ -527,10 +580,21 @@ void ShardedModel::refresh_compute_copy(Unit& u) {
   }
 }
 
+void ShardedModel::defer_sync(bool defer) {
+  ZS_CHECK(step_order_->phase() != StepOrder::Phase::kBackward,
+           "sharding: defer_sync() between a backward and its finish_backward(); call it before "
+           "the micro-batch's forward");
+  defer_ = defer;
+}
+
 void ShardedModel::finish_backward() {
-  step_order_->finish_backward();
+  step_order_->finish_backward(defer_);
   if (policy_.reduce_timing == ReduceTiming::kEndOfBackward) {
-    for (auto& u : units_) reduce_grads(*u);
+    for (auto& u : units_) on_gradients_complete(*u);
+  }
+  if (deferring()) {  // summed locally (stage 0 in backward, stage 1 above); nothing to wait for
+    accumulating_ = true;
+    return;
   }
   reducing_.clear();  // every reduction is waited for below
   const comm::StreamRef& stream = compute_stream();
@@ -550,8 +614,9 @@ void ShardedModel::finish_backward() {
           ->wait_on(stream);
     }
     if (u->reduced.defined()) {
-      // Accumulate (or, on the step's first micro-batch, store) the staged reduced gradient.
-      if (accumulating_) {
+      // Accumulate (or, on the step's first micro-batch or kPerStep's one reduction, store) the
+      // staged reduced gradient.
+      if (accumulating_ && !once_per_step_) {
         accumulate_into(u->grad, u->reduced);
       } else {
         ops::copy_(u->grad, u->reduced);

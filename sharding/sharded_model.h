@@ -32,6 +32,21 @@
 // gradient accumulation too. In fp32 (both dtypes fp32) a step's first micro-batch reduces
 // straight into the fp32 gradient, without staging.
 //
+// Gradient accumulation without communication (ShardingConfig::grad_sync = GradSync::kPerStep,
+// stages 0/1; DDP's no_sync): the caller marks every micro-batch of a step but the last with
+// defer_sync(true). A deferred micro-batch's gradient (param_dtype) is added to the unit's fp32
+// sum of the step — stage 0 at the unit's "begin" boundary, stage 1 in finish_backward, the
+// same element-wise additions — and nothing is reduced. The last micro-batch adds its gradient
+// too and reduces the sum (cast to reduce_dtype where that is not fp32) once: stage 0 all-reduces
+// it as each unit's backward ends (overlapped, as DDP's last micro-batch), stage 1
+// reduce-scatters it in finish_backward, straight into the fp32 shard when reduce_dtype is
+// fp32. Stages 0 and 1 thus stay bitwise identical with each other; against kPerMicroBatch the
+// sum and the average over ranks are taken in the other order (Σ_m avg_r vs avg_r Σ_m), which
+// changes rounding. With one micro-batch per step both modes run the same code. The sum: stage 0
+// its fp32 gradient (the buffer it already keeps); stage 1 in fp32 its flat gradient buffer (the
+// step's later micro-batches compute into a temporary 4Ψ, as stage 0 in fp32 does either way),
+// in mixed precision a 4Ψ buffer of its own (gradients), made at the first deferred micro-batch.
+//
 // Memory: a rank's model-state bytes by MemoryTracker category between steps (after
 // after_step()), with Ψ = Σ over units of padded_numel, N = the shard group's size, p = bytes
 // of a param_dtype element (4 fp32, 2 fp16/bf16), AdamW's state (m and v) included. fp32 is
@@ -44,6 +59,8 @@
 //   1 fp32| 4Ψ (the masters are | 4Ψ + 4Ψ/N (fp32 shard)       | 0              | 8Ψ/N
 //         | its slots)          |                              |                |
 //   1 mixd| pΨ                  | pΨ + 4Ψ/N                    | 4Ψ/N           | 8Ψ/N
+//   (stage 1 with GradSync::kPerStep and accumulation: + 4Ψ in gradients, the fp32 sum, or in
+//   fp32 the later micro-batches' temporary flat gradient)
 //   2 fp32| 4Ψ (ditto)          | 4Ψ/N                         | 0              | 8Ψ/N
 //   2 mixd| pΨ                  | 4Ψ/N                         | 4Ψ/N           | 8Ψ/N
 //   3 fp32| 4Ψ/N (= the masters)| 4Ψ/N                         | 0              | 8Ψ/N
@@ -147,6 +164,9 @@ struct ShardingConfig {
   // Stage 0's gradient synchronization (see DdpSync); other stages reject anything but
   // kBucketed.
   DdpSync ddp_sync = DdpSync::kBucketed;
+  // When stages 0/1 reduce a step of several micro-batches (GradSync, sharding/stage_policy.h;
+  // see "Gradient accumulation without communication" above); stages 2/3 reject kPerStep.
+  GradSync grad_sync = GradSync::kPerMicroBatch;
   // Hybrid sharding: > 0 shards (stage 3) inside groups of this many consecutive ranks (a node)
   // and replicates across the groups, whose gradient shards are all-reduced after the
   // in-group reduce-scatter. Needs stage 3 and a world size divisible by the group size.
@@ -219,8 +239,17 @@ class ShardedModel {
 
   // Waits for this micro-batch's gradient reductions (stage 1: runs them) and accumulates them,
   // so local_shards()' grads hold the sum over this step's micro-batches of the rank-averaged
-  // gradients. Call after each backward.
+  // gradients. Call after each backward. After a deferred micro-batch (defer_sync) it only adds
+  // the gradients to the step's local sum where the model reduces once per step, and the
+  // gradients may not be read until the last micro-batch's finish_backward().
   void finish_backward();
+  // Whether the micro-batches that follow only accumulate (true) or are the step's last
+  // (false, the default). Call before a micro-batch's forward: true for every micro-batch of a
+  // step but the last (DDP's no_sync). With GradSync::kPerStep a deferred micro-batch is summed
+  // locally and not reduced; with kPerMicroBatch it is reduced as always. Either way its
+  // gradients are not readable (step order) until a micro-batch that is not deferred finished.
+  // Not during a backward (before its finish_backward()): InvalidArgument.
+  void defer_sync(bool defer);
   // The rank's shards for the optimizer, one per unit in units() order, named by the unit (the
   // names key optimizer state in checkpoints): the fp32 master (stage 0: the whole padded flat
   // buffer, else the rank's slice), its reduced gradient (averaged over ranks, summed over the
@@ -317,6 +346,11 @@ class ShardedModel {
   void start_gather(Unit& unit);
   void release(Unit& unit);
   void install_grad_buffer(Unit& unit);
+  // Per-step sync: adds this micro-batch's flat gradient to the unit's fp32 sum of the step.
+  void add_to_sum(Unit& unit);
+  // Where a unit's gradients are complete in backward (stage 0's "begin" boundary) or in
+  // finish_backward (stage 1): sum them locally, and reduce them unless deferred.
+  void on_gradients_complete(Unit& unit);
   void reduce_grads(Unit& unit);
   // Stages 2/3: waits for the oldest reductions of reducing_ until at most `keep` are left.
   void wait_for_reductions(size_t keep);
@@ -329,6 +363,11 @@ class ShardedModel {
     return !policy_.masters_sharded && config_.param_dtype == DType::kF32 &&
            config_.reduce_dtype == DType::kF32;
   }
+  // GradSync::kPerStep: this micro-batch is only summed locally.
+  bool deferring() const { return once_per_step_ && defer_; }
+  // GradSync::kPerStep: this (last) micro-batch reduces the local sum of the step's
+  // micro-batches (earlier ones were deferred into it), not its own gradient.
+  bool reduces_sum() const { return once_per_step_ && accumulating_; }
   // Compute copies from the masters, and the all-gathers of the units kept gathered.
   void refresh_full_parameters();
   // The stream later kernels run on: the communicator's compute stream (the host on the CPU).
@@ -351,8 +390,11 @@ class ShardedModel {
   Schedule forward_schedule_;
   Schedule backward_schedule_;
   bool order_changed_ = false;
-  bool accumulating_ = false;  // grads already hold a micro-batch of this step
-  bool on_device_ = false;     // the allocator is a device's (CUDA): host values are staged
+  // grads (with GradSync::kPerStep: the units' sums) already hold a micro-batch of this step
+  bool accumulating_ = false;
+  bool once_per_step_ = false;  // GradSync::kPerStep
+  bool defer_ = false;          // defer_sync(true): the micro-batches now are not the step's last
+  bool on_device_ = false;      // the allocator is a device's (CUDA): host values are staged
   size_t live_gathered_bytes_ = 0;
   size_t peak_live_gathered_bytes_ = 0;
 };

@@ -1,9 +1,19 @@
-// StagePolicy::make: the table of sharding/stage_policy.h, one row per stage.
+// StagePolicy::make: the table of sharding/stage_policy.h, one row per stage; GradSync's names.
 #include "sharding/stage_policy.h"
 
 #include "runtime/error.h"
 
 namespace zs::sharding {
+
+const char* grad_sync_name(GradSync sync) {
+  switch (sync) {
+    case GradSync::kPerMicroBatch:
+      return "per_micro_batch";
+    case GradSync::kPerStep:
+      return "per_step";
+  }
+  return "unknown";
+}
 
 StagePolicy StagePolicy::make(int requested_stage, bool hybrid_requested, int shard_ranks) {
   ZS_CHECK(requested_stage >= 0 && requested_stage <= 3,

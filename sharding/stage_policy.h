@@ -35,6 +35,22 @@
 
 namespace zs::sharding {
 
+// When stages 0/1 reduce the gradients of a step of several micro-batches (stages 2/3 always
+// reduce each micro-batch: they keep no full gradient between micro-batches, for memory).
+//   kPerMicroBatch  every micro-batch's gradient is reduced and the reduced values are summed in
+//                   fp32 (ShardedModel): every stage reduces and sums in the same order, so the
+//                   four stages are bitwise identical with accumulation too. Traffic grows with
+//                   the micro-batches per step.
+//   kPerStep        DDP's no_sync, DeepSpeed's stages 0/1: the micro-batches' full gradients are
+//                   summed locally in fp32 and the sum is reduced once, by the step's last
+//                   micro-batch. Traffic per step is that of one micro-batch; stages 0 and 1
+//                   stay bitwise identical with each other (the same local sum, then the same
+//                   element-wise reduction), but not with kPerMicroBatch or stages 2/3 (the sum
+//                   and the average over ranks are taken in the other order). Memory: stage 1
+//                   keeps a full fp32 sum (4Ψ) with accumulation; stage 0 nothing more.
+enum class GradSync { kPerMicroBatch, kPerStep };
+const char* grad_sync_name(GradSync sync);  // "per_micro_batch", "per_step"
+
 // The collective that reduces a unit's gradient within the shard group.
 enum class GradientCollective { kAllReduce, kReduceScatter };
 // When a unit's gradient reduction is launched.

@@ -11,7 +11,20 @@ constexpr const char* kOrder =
     " (a step is forward → backward → finish_backward() per micro-batch, then the optimizer "
     "step, then after_step())";
 
+constexpr const char* kDeferred =
+    "the step's last micro-batch was deferred (ShardedModel::defer_sync(true)), so its gradients "
+    "were never reduced; call defer_sync(false) before the last micro-batch's forward";
+
 }  // namespace
+
+void StepOrder::check_not_reduced(const char* call) const {
+  ZS_CHECK(!reduces_once_per_step_ || phase_ != Phase::kFinished, "sharding: ", call,
+           " after the step's gradients were reduced: grad_sync per_step reduces the local sum "
+           "once, at the micro-batch that was not deferred, and nothing would reduce this one; "
+           "call defer_sync(true) before every micro-batch of a step but the last, and "
+           "after_step() after the optimizer step",
+           kOrder);
+}
 
 void StepOrder::forward(bool grad_mode) {
   ZS_CHECK(phase_ != Phase::kStepped,
@@ -25,6 +38,7 @@ void StepOrder::forward(bool grad_mode) {
            "not reduced yet and the next backward would overwrite them; call finish_backward() "
            "after each backward",
            kOrder);
+  if (grad_mode) check_not_reduced("a forward for a new micro-batch");
 }
 
 void StepOrder::backward() {
@@ -37,10 +51,11 @@ void StepOrder::backward() {
            "ShardedModel::finish_backward(): it would overwrite the first one's unreduced "
            "gradients; call finish_backward() after each backward",
            kOrder);
+  check_not_reduced("a backward");
   phase_ = Phase::kBackward;
 }
 
-void StepOrder::finish_backward() {
+void StepOrder::finish_backward(bool deferred) {
   ZS_CHECK(phase_ != Phase::kStepped,
            "sharding: finish_backward() after the optimizer step, "
            "before ShardedModel::after_step(); call after_step() after each optimizer step",
@@ -49,7 +64,7 @@ void StepOrder::finish_backward() {
            phase_ == Phase::kIdle ? "the last after_step() (or since the model was made)"
                                   : "the last finish_backward()",
            "; run backward(loss) first", kOrder);
-  phase_ = Phase::kFinished;
+  phase_ = deferred ? Phase::kAccumulated : Phase::kFinished;
 }
 
 void StepOrder::after_step() {
@@ -62,6 +77,7 @@ void StepOrder::after_step() {
            "sharding: after_step() without a backward and "
            "finish_backward() since the last after_step() (or since the model was made)",
            kOrder);
+  ZS_CHECK(phase_ != Phase::kAccumulated, "sharding: after_step(): ", kDeferred, kOrder);
   phase_ = Phase::kIdle;
 }
 
@@ -76,6 +92,10 @@ void StepOrder::check(GradientUse use, const char* consumer) const {
            "ShardedModel::after_step() (or since the model was made); run backward and "
            "finish_backward() first",
            kOrder);
+  ZS_CHECK(phase_ != Phase::kAccumulated, consumer,
+           ": the gradients were used before they were "
+           "reduced: ",
+           kDeferred, kOrder);
   ZS_CHECK(use != GradientUse::kStep || phase_ != Phase::kStepped, consumer,
            ": a second optimizer step on the same gradients, before ShardedModel::after_step(); "
            "call after_step() after each optimizer step",

@@ -1,6 +1,7 @@
 // StepOrder: the order a ShardedModel's step must follow, enforced.
 //
-//   forward → backward → finish_backward()  (once or more: gradient accumulation)
+//   forward → backward → finish_backward()  (once or more: gradient accumulation; with
+//                                            defer_sync, every one but the last deferred)
 //     → [clip, unscale: read the gradients] → optimizer step → after_step()
 //
 // Every call out of this order is an InvalidArgument that names the call that was missed,
@@ -10,11 +11,18 @@
 // overwrites the first one's gradients (stages 0/1 zero their buffer at each backward). The
 // phases:
 //
-//   kIdle      after construction and after_step(): forward and backward may start
-//   kBackward  a backward ran; only finish_backward() (or a forward without grad mode) may follow
-//   kFinished  the gradients hold the step's reduced sum: read them, step, or run the next
-//              micro-batch (forward + backward) to accumulate
-//   kStepped   an optimizer stepped on them: only after_step() (or reading them) may follow
+//   kIdle         after construction and after_step(): forward and backward may start
+//   kBackward     a backward ran; only finish_backward() (or a forward without grad mode) may
+//                 follow
+//   kAccumulated  finish_backward() of a micro-batch whose reduction was deferred
+//                 (ShardedModel::defer_sync): more micro-batches must follow, the last one not
+//                 deferred; the gradients are not the step's reduced sum yet, so nothing may
+//                 read them and after_step() is refused
+//   kFinished     the gradients hold the step's reduced sum: read them, step, or run the next
+//                 micro-batch (forward + backward) to accumulate — unless the model reduces once
+//                 per step (GradSync::kPerStep): then the sum was reduced and a further
+//                 micro-batch is refused, since nothing would reduce it
+//   kStepped      an optimizer stepped on them: only after_step() (or reading them) may follow
 //
 // finish_backward() is an explicit call, not the tape's final callback (FSDP's root
 // post-backward): a backward here is a plain walk of the thread's tape, which may hold more than
@@ -33,13 +41,18 @@ namespace zs::sharding {
 
 class StepOrder final : public GradientGate {
  public:
-  enum class Phase { kIdle, kBackward, kFinished, kStepped };
+  enum class Phase { kIdle, kBackward, kAccumulated, kFinished, kStepped };
+
+  // reduces_once_per_step: the model reduces a step's gradients once (GradSync::kPerStep), so
+  // no micro-batch may follow the one that reduced them.
+  explicit StepOrder(bool reduces_once_per_step = false)
+      : reduces_once_per_step_(reduces_once_per_step) {}
 
   // Each checks that the call may come now (else throws, leaving the phase as it was) and moves
   // to the phase that follows it.
   void forward(bool grad_mode);  // the model's forward starts (grad_mode: it records a backward)
   void backward();               // a backward pass reached the model
-  void finish_backward();
+  void finish_backward(bool deferred = false);  // deferred: ShardedModel::defer_sync(true)
   void after_step();
 
   void check(GradientUse use, const char* consumer) const override;
@@ -48,6 +61,10 @@ class StepOrder final : public GradientGate {
   Phase phase() const { return phase_; }
 
  private:
+  // A micro-batch with grad mode in kFinished under reduce-once: a clear error.
+  void check_not_reduced(const char* call) const;
+
+  bool reduces_once_per_step_ = false;
   Phase phase_ = Phase::kIdle;
 };
 

@@ -165,6 +165,11 @@ int study_main(int argc, const char* const* argv) {
   scaling_cmd
       ->add_option("--batch-sizes", scaling.batch_sizes, "per-rank batch sizes (default 16,32)")
       ->delimiter(',');
+  scaling_cmd
+      ->add_option("--eval-batch-sizes", scaling.eval_batch_sizes,
+                   "rows per evaluation forward, the held-out pairs scored once per size after "
+                   "training (default: the training batch), e.g. 128,256,512,1024,2048,4096")
+      ->delimiter(',');
   scaling_cmd->add_option("--steps", scaling.steps, "training steps per run (default 30)");
   scaling_cmd->add_option("--eval-fraction", scaling.eval_fraction,
                           "share of the pairs held out for evaluation (default 0.25)");

@@ -25,14 +25,15 @@ std::vector<int> ranks_to_run(const ScalingStudyOptions& o) {
   return {launch.world_size};
 }
 
-ScalingRow run_one(const ScalingStudyOptions& o, const std::string& tsv, int ranks, bool threads,
-                   DType precision, int64_t batch) {
+std::vector<ScalingRow> run_one(const ScalingStudyOptions& o, const std::string& tsv, int ranks,
+                                bool threads, DType precision, int64_t batch) {
   train::TrainConfig c = classifier_config(o.setup, tsv, threads ? ranks : 1, batch);
   c.stage = 0;
   c.precision = precision;
   c.steps = o.steps;
   c.eval_fraction = o.eval_fraction;
-  c.eval_batches = 0;  // every held-out pair
+  c.eval_batches = 0;                         // every held-out pair
+  c.eval_micro_batches = o.eval_batch_sizes;  // empty: the training batch
   c.backend = o.backend;
   c.device = o.device;
   if (!threads) c.threads = o.setup.threads;  // 0: the engine's cores / local ranks
@@ -41,7 +42,6 @@ ScalingRow run_one(const ScalingStudyOptions& o, const std::string& tsv, int ran
   const bool lead = comm::detect_launch().rank == 0;
   ZS_CHECK(!lead || !result.evals.empty(), "zs-study scaling: the run of ", ranks,
            " ranks evaluated nothing; raise --examples or --eval-fraction");
-  const train::EvalRecord e = result.evals.empty() ? train::EvalRecord{} : result.evals.back();
   ScalingRow row;
   row.ranks = result.world;
   row.precision = dtype_name(precision);
@@ -52,12 +52,19 @@ ScalingRow run_one(const ScalingStudyOptions& o, const std::string& tsv, int ran
   row.step_ms = mean_after_first(ms, o.steps);
   row.examples_per_s_per_rank =
       row.step_ms > 0 ? static_cast<double>(batch) * 1e3 / row.step_ms : 0;
-  row.predict_ms = e.predict_ms;
-  row.metric_ms = e.metric_ms;
-  row.broadcast_ms = e.broadcast_ms;
-  row.eval_examples = e.tokens;
-  row.accuracy = e.accuracy;
-  return row;
+  // The run evaluates once, at its end: one record per evaluation batch size, in order.
+  std::vector<ScalingRow> rows;
+  for (const train::EvalRecord& e : result.evals) {
+    row.eval_batch = e.batch;
+    row.predict_ms = e.predict_ms;
+    row.metric_ms = e.metric_ms;
+    row.broadcast_ms = e.broadcast_ms;
+    row.eval_examples = e.tokens;
+    row.accuracy = e.accuracy;
+    rows.push_back(row);
+  }
+  if (rows.empty()) rows.push_back(row);  // a non-lead rank of a launched job
+  return rows;
 }
 
 std::string config_name(const ScalingRow& r) {
@@ -93,6 +100,8 @@ train::Chart line_chart(const std::vector<ScalingRow>& rows, const std::string& 
     train::ChartSeries s;
     s.name = name;
     for (const ScalingRow& r : group) {
+      // The training figures repeat over evaluation batch sizes: one point per rank count.
+      if (!s.x.empty() && s.x.back() == r.ranks) continue;
       const double v = value(r, rows);
       if (v <= 0) continue;
       s.x.push_back(r.ranks);
@@ -110,6 +119,9 @@ std::vector<ScalingRow> run_scaling_study(const ScalingStudyOptions& o) {
            o.steps);
   ZS_CHECK(!o.ranks.empty() && !o.precisions.empty() && !o.batch_sizes.empty(),
            "zs-study scaling: give at least one rank count, precision and batch size");
+  for (int64_t b : o.eval_batch_sizes) {
+    ZS_CHECK(b >= 1, "zs-study scaling: --eval-batch-sizes must be >= 1, got ", b);
+  }
   for (int r : o.ranks) ZS_CHECK(r >= 1, "zs-study scaling: --ranks must be >= 1, got ", r);
   const comm::LaunchInfo launch = comm::detect_launch();
   const bool threads = o.backend == "local" && !launch.by_mpi_launcher();
@@ -124,7 +136,9 @@ std::vector<ScalingRow> run_scaling_study(const ScalingStudyOptions& o) {
           std::fprintf(stderr, "zs-study scaling: %d rank%s, %s, batch %lld per rank...\n", ranks,
                        ranks == 1 ? "" : "s", dtype_name(precision), static_cast<long long>(batch));
         }
-        rows.push_back(run_one(o, data.tsv(), ranks, threads, precision, batch));
+        for (ScalingRow& row : run_one(o, data.tsv(), ranks, threads, precision, batch)) {
+          rows.push_back(std::move(row));
+        }
       }
     }
   }
@@ -144,13 +158,13 @@ double speedup(const ScalingRow& row, const std::vector<ScalingRow>& rows) {
 std::string scaling_rows_tsv(const std::vector<ScalingRow>& rows) {
   std::ostringstream out;
   out << "ranks\tprecision\tbatch\tdevice\tstep_ms\texamples_per_s_per_rank\tpredict_ms\tmetric_"
-         "ms\tbroadcast_ms\teval_examples\taccuracy\n";
+         "ms\tbroadcast_ms\teval_examples\taccuracy\teval_batch\n";
   out.precision(9);
   for (const ScalingRow& r : rows) {
     out << r.ranks << '\t' << r.precision << '\t' << r.batch << '\t' << r.device << '\t'
         << r.step_ms << '\t' << r.examples_per_s_per_rank << '\t' << r.predict_ms << '\t'
         << r.metric_ms << '\t' << r.broadcast_ms << '\t' << r.eval_examples << '\t' << r.accuracy
-        << '\n';
+        << '\t' << r.eval_batch << '\n';
   }
   return out.str();
 }
@@ -169,8 +183,9 @@ std::vector<ScalingRow> read_scaling_rows(const std::string& text, const std::st
         r.examples_per_s_per_rank >> r.predict_ms >> r.metric_ms >> r.broadcast_ms >>
         r.eval_examples >> r.accuracy;
     ZS_CHECK(!fields.fail(), "zs-study scaling: ", source, " line ", number,
-             " is not a row of 11 tab-separated figures (ranks, precision, batch, device, step_ms, "
-             "...); remove the line, or the file, to start a new table");
+             " is not a row of 11 or 12 tab-separated figures (ranks, precision, batch, device, "
+             "step_ms, ...); remove the line, or the file, to start a new table");
+    if (!(fields >> r.eval_batch)) r.eval_batch = r.batch;  // a row of an older file
     rows.push_back(r);
   }
   return rows;
@@ -179,7 +194,7 @@ std::vector<ScalingRow> read_scaling_rows(const std::string& text, const std::st
 std::vector<ScalingRow> merge_scaling_rows(std::vector<ScalingRow> rows,
                                            const std::vector<ScalingRow>& added) {
   const auto key = [](const ScalingRow& r) {
-    return std::make_tuple(r.device, r.precision, r.batch, r.ranks);
+    return std::make_tuple(r.device, r.precision, r.batch, r.ranks, r.eval_batch);
   };
   for (const ScalingRow& a : added) {
     rows.erase(std::remove_if(rows.begin(), rows.end(),
@@ -203,19 +218,21 @@ std::string scaling_markdown(const std::vector<ScalingRow>& rows, const std::str
         "and correct counts from the logits) and broadcast (the sums over ranks, which includes "
         "waiting for the slowest rank).\n\n"
      << "| ranks | precision | batch/rank | step ms | examples/s per rank | speedup (ideal) | "
-        "eval predict ms | eval metric ms | eval broadcast ms | eval examples | accuracy |\n"
-     << "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "eval batch | eval predict ms | eval metric ms | eval broadcast ms | eval examples | "
+        "accuracy |\n"
+     << "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   char line[400];
   for (const ScalingRow& r : rows) {
     const double s = speedup(r, rows);
     char speed[32] = "-";
     if (s > 0) std::snprintf(speed, sizeof speed, "%.2f (%d)", s, r.ranks);
-    std::snprintf(line, sizeof line,
-                  "| %d | %s%s | %lld | %.1f | %.1f | %s | %.2f | %.3f | %.2f | %lld | %.1f%% |\n",
-                  r.ranks, r.precision.c_str(), r.device == "cpu" ? "" : (" " + r.device).c_str(),
-                  static_cast<long long>(r.batch), r.step_ms, r.examples_per_s_per_rank, speed,
-                  r.predict_ms, r.metric_ms, r.broadcast_ms,
-                  static_cast<long long>(r.eval_examples), 100 * r.accuracy);
+    std::snprintf(
+        line, sizeof line,
+        "| %d | %s%s | %lld | %.1f | %.1f | %s | %lld | %.2f | %.3f | %.2f | %lld | %.1f%% |\n",
+        r.ranks, r.precision.c_str(), r.device == "cpu" ? "" : (" " + r.device).c_str(),
+        static_cast<long long>(r.batch), r.step_ms, r.examples_per_s_per_rank, speed,
+        static_cast<long long>(r.eval_batch), r.predict_ms, r.metric_ms, r.broadcast_ms,
+        static_cast<long long>(r.eval_examples), 100 * r.accuracy);
     md << line;
   }
   return md.str();
@@ -264,8 +281,11 @@ std::string scaling_eval_svg(const std::vector<ScalingRow>& rows) {
   metric.name = "metric";
   broadcast.name = "broadcast";
   for (const ScalingRow& r : rows) {
-    chart.categories.push_back(std::to_string(r.ranks) + (r.ranks == 1 ? " rank\n" : " ranks\n") +
-                               r.precision + " b" + std::to_string(r.batch));
+    // A third line, "eval <rows>", where the evaluation batch is not the training batch.
+    chart.categories.push_back(
+        std::to_string(r.ranks) + (r.ranks == 1 ? " rank\n" : " ranks\n") + r.precision + " b" +
+        std::to_string(r.batch) +
+        (r.eval_batch == r.batch ? "" : "\neval " + std::to_string(r.eval_batch)));
     predict.values.push_back(r.predict_ms);
     metric.values.push_back(r.metric_ms);
     broadcast.values.push_back(r.broadcast_ms);

@@ -30,10 +30,13 @@ struct ScalingStudyOptions {
   std::vector<int> ranks{1, 2, 4};
   std::vector<DType> precisions{DType::kF32, DType::kBF16};
   std::vector<int64_t> batch_sizes{16, 32};  // per rank
-  int64_t steps = 30;                        // per run; the first is dropped from the mean
-  double eval_fraction = 0.25;               // held-out share of the examples
-  std::string backend = "local";             // local, mpi, auto, nccl (train::TrainConfig)
-  std::string device = "cpu";                // cpu or cuda
+  // Rows per evaluation forward, each scoring the held-out pairs once after training (empty: the
+  // training batch): the evaluation-time split by evaluation batch size.
+  std::vector<int64_t> eval_batch_sizes;
+  int64_t steps = 30;             // per run; the first is dropped from the mean
+  double eval_fraction = 0.25;    // held-out share of the examples
+  std::string backend = "local";  // local, mpi, auto, nccl (train::TrainConfig)
+  std::string device = "cpu";     // cpu or cuda
 };
 
 struct ScalingRow {
@@ -48,10 +51,12 @@ struct ScalingRow {
   double broadcast_ms = 0;
   int64_t eval_examples = 0;
   double accuracy = 0;
+  int64_t eval_batch = 0;  // rows per evaluation forward
 };
 
 // Runs every configuration this process's world allows (see the file comment). Returns rank 0's
-// rows (other ranks of a launched job get their own figures).
+// rows (other ranks of a launched job get their own figures): one per configuration and
+// evaluation batch size (the training figures repeat; the evaluation's differ).
 std::vector<ScalingRow> run_scaling_study(const ScalingStudyOptions& options);
 
 // Speedup of a row: its total throughput over that of the 1-rank row of the same precision,
@@ -59,10 +64,12 @@ std::vector<ScalingRow> run_scaling_study(const ScalingStudyOptions& options);
 double speedup(const ScalingRow& row, const std::vector<ScalingRow>& rows);
 
 // Rows as TSV (a header line, then one line per row) and back; read_scaling_rows throws
-// InvalidArgument naming the file and line of a malformed row.
+// InvalidArgument naming the file and line of a malformed row. Rows written before the
+// eval_batch column existed read with eval_batch = batch.
 std::string scaling_rows_tsv(const std::vector<ScalingRow>& rows);
 std::vector<ScalingRow> read_scaling_rows(const std::string& text, const std::string& source);
-// `rows` with `added` in place of rows of the same ranks, precision, batch and device, sorted.
+// `rows` with `added` in place of rows of the same ranks, precision, batch, evaluation batch and
+// device, sorted.
 std::vector<ScalingRow> merge_scaling_rows(std::vector<ScalingRow> rows,
                                            const std::vector<ScalingRow>& added);
 

@@ -198,6 +198,11 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "evaluate on at most N batches per rank (default " +
                      std::to_string(kDefaultEvalBatches) + "; 0: every held-out window)")
       ->group(kBatch);
+  app.add_option("--eval-micro-batch", c.eval_micro_batches,
+                 "rows per evaluation forward (default: --micro-batch); several values score the "
+                 "held-out set once per value at each evaluation point")
+      ->expected(1, -1)
+      ->group(kBatch);
   app.add_option("--seed", c.seed, "seed of the initialization and the data order")->group(kBatch);
 
   const std::string kParallel = "Parallelism";
@@ -228,6 +233,16 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          "per-tensor (one all-reduce per gradient) or gather-scatter (gathered to rank 0, "
          "averaged, scattered back; CPU only): the naive two are for comparison")
       ->type_name("SYNC")
+      ->group(kParallel);
+  app.add_option_function<std::string>(
+         "--grad-sync", [&c](const std::string& v) { c.grad_sync = parse_grad_sync(v); },
+         "stages 0/1 with --grad-accum > 1: per-micro-batch (default: each micro-batch's "
+         "gradients reduced, traffic x grad-accum, no memory added, all four stages bitwise "
+         "identical) or per-step (DDP no_sync: summed locally in fp32 and reduced once per "
+         "step, traffic independent of --grad-accum; stage 1 keeps a 4-byte-per-parameter "
+         "sum; stages 0 and 1 bitwise identical with each other, not with per-micro-batch or "
+         "stages 2/3, which always reduce per micro-batch)")
+      ->type_name("WHEN")
       ->group(kParallel);
   app.add_option("--comm-timeout", c.comm_timeout_s,
                  "seconds any collective may take before the run fails naming it and the ranks "

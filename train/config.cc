@@ -28,6 +28,13 @@ std::string lower(std::string s) {
   return s;
 }
 
+// A flag value's spelling of a sharding name ("per_tensor" → "per-tensor"), and the form a
+// value given on the command line is compared in (lower case, '_' as '-').
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
 // Walks a JSON object: each key is taken by a handler; what remains is reported together.
 class KeyReader {
  public:
@@ -466,20 +473,26 @@ DType parse_precision(const std::string& text) {
   ZS_THROW(InvalidArgument, "precision '", text, "' is not one of fp32, fp16, bf16");
 }
 
-std::string ddp_sync_flag(sharding::DdpSync sync) {
-  std::string name = sharding::ddp_sync_name(sync);
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
-}
+std::string ddp_sync_flag(sharding::DdpSync sync) { return dashed(sharding::ddp_sync_name(sync)); }
 
 sharding::DdpSync parse_ddp_sync(const std::string& text) {
-  std::string t = lower(text);
-  std::replace(t.begin(), t.end(), '_', '-');
+  const std::string t = dashed(lower(text));
   if (t == "bucketed") return sharding::DdpSync::kBucketed;
   if (t == "per-tensor") return sharding::DdpSync::kPerTensor;
   if (t == "gather-scatter") return sharding::DdpSync::kGatherScatter;
   ZS_THROW(InvalidArgument, "--ddp-sync '", text,
            "' is not one of bucketed, per-tensor, gather-scatter");
+}
+
+std::string grad_sync_flag(sharding::GradSync sync) {
+  return dashed(sharding::grad_sync_name(sync));
+}
+
+sharding::GradSync parse_grad_sync(const std::string& text) {
+  const std::string t = dashed(lower(text));
+  if (t == "per-micro-batch") return sharding::GradSync::kPerMicroBatch;
+  if (t == "per-step") return sharding::GradSync::kPerStep;
+  ZS_THROW(InvalidArgument, "--grad-sync '", text, "' is not one of per-micro-batch, per-step");
 }
 
 void apply_deepspeed_json(const std::string& json_text, const std::string& source,
@@ -580,6 +593,9 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1), got ",
            c.eval_fraction);
   ZS_CHECK(c.log_interval >= 1, "--log-interval must be >= 1, got ", c.log_interval);
+  for (const int64_t rows : c.eval_micro_batches) {
+    ZS_CHECK(rows >= 1, "--eval-micro-batch must be >= 1, got ", rows);
+  }
   ZS_CHECK(c.warmup_steps >= 0, "--warmup must be >= 0, got ", c.warmup_steps);
   ZS_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
            "--optimizer must be adamw or sgd, got '", c.optimizer, "'");
@@ -604,6 +620,13 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.ddp_sync != sharding::DdpSync::kGatherScatter || c.device == "cpu",
            "--ddp-sync gather-scatter averages the gradients on rank 0's host and runs on the "
            "CPU only; use --ddp-sync per-tensor or bucketed with --device cuda");
+  // Only stages 0/1 keep the full gradients a local sum needs.
+  ZS_CHECK(c.grad_sync == sharding::GradSync::kPerMicroBatch || c.stage <= 1,
+           "--grad-sync per-step sums full gradients locally, which only stages 0 and 1 keep; "
+           "stage ",
+           c.stage,
+           " frees each unit's full gradient once it is reduce-scattered (its memory saving) and "
+           "reduces every micro-batch; drop --grad-sync per-step, or use --zero-stage 0 or 1");
   if (c.hybrid_group > 0) {
     ZS_CHECK(c.stage == 3,
              "--hybrid-group needs --zero-stage 3 (hybrid = ZeRO-3 inside a group), "
@@ -646,6 +669,9 @@ std::string describe(const TrainConfig& c) {
     out << ", activation checkpointing"
         << (c.checkpoint_every > 1 ? " every " + std::to_string(c.checkpoint_every) + " units"
                                    : "");
+  }
+  if (c.grad_sync != sharding::GradSync::kPerMicroBatch) {
+    out << ", grad sync " << grad_sync_flag(c.grad_sync);
   }
   if (c.device != "cpu") out << ", device " << c.device;
   return out.str();
@@ -719,6 +745,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.max_reductions_in_flight = c.max_reductions_in_flight;
   s.ddp_sync = c.ddp_sync;
   s.checkpoint_every = c.checkpoint_every;
+  s.grad_sync = c.grad_sync;
 
   OptimizerSettings& o = plan.optimizer;
   if (c.optimizer == "sgd") {
@@ -773,6 +800,7 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
                 : plan.optimizer.sgd.momentum > 0                ? OptimizerKind::kSgdMomentum
                                                                  : OptimizerKind::kSgd;
   m.gradient_accumulation = plan.micro_batches_per_step > 1;
+  m.grad_sync = s.grad_sync;
   m.prefetch = s.prefetch;
   m.max_live_gathered_bytes = s.max_live_gathered_bytes;
   m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;

@@ -112,6 +112,12 @@ struct TrainConfig {
   // section): 0 = off, k = every k-th unit below the root (1 = every Block) recomputes its
   // forward in backward. Less activation memory for one more forward of those units; same bits.
   int checkpoint_every = 0;
+  // Stages 0/1: whether a step of several micro-batches reduces each micro-batch's gradients
+  // (per-micro-batch, the default: the four stages stay bitwise identical, no memory added) or
+  // sums them locally and reduces once (per-step: traffic independent of --grad-accum, stage 1
+  // keeps a full fp32 sum). sharding::GradSync; zs-train --grad-sync; stages 2/3 refuse
+  // per-step (validate()).
+  sharding::GradSync grad_sync = sharding::GradSync::kPerMicroBatch;
 
   // Precision: compute/gather dtype, gradient traffic dtype (default: the compute dtype), and
   // for fp16 the dynamic loss scaler (static_loss_scale > 0 fixes the scale instead).
@@ -143,6 +149,10 @@ struct TrainConfig {
   // default so that a short run on a large held-out split does not spend most of its time
   // scoring it.
   int64_t eval_batches = kDefaultEvalBatches;
+  // Rows per evaluation forward (empty: micro_batch). With several sizes each evaluation point
+  // scores the held-out set once per size, in order, and records each (EvalRecord::batch): how
+  // evaluation time depends on its batch (zs-study scaling). eval_batches counts batches of each.
+  std::vector<int64_t> eval_micro_batches;
   int64_t log_interval = 10;
   uint64_t seed = 1234;
 
@@ -203,6 +213,10 @@ DType parse_precision(const std::string& text);
 sharding::DdpSync parse_ddp_sync(const std::string& text);
 // The flag's spelling of a sync: "bucketed", "per-tensor", "gather-scatter".
 std::string ddp_sync_flag(sharding::DdpSync sync);
+// "per-micro-batch", "per-step" (or with '_' as grad_sync_name spells them).
+sharding::GradSync parse_grad_sync(const std::string& text);
+// The flag's spelling: "per-micro-batch", "per-step".
+std::string grad_sync_flag(sharding::GradSync sync);
 
 // Applies a DeepSpeed JSON config (the text of ds_config.json) to `config`. Notes for keys that
 // were understood but have no effect are appended to `notes`. Throws InvalidArgument for

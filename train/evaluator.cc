@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "runtime/autograd.h"
@@ -17,10 +18,17 @@ int64_t evaluated_items(int64_t total, int64_t eval_batches, int64_t rows, int64
 }
 
 void Evaluator::on_eval(int64_t after_steps) {
+  if (rank_.data.eval_items() <= 0) return;
+  if (rank_.config.eval_micro_batches.empty()) {
+    evaluate(after_steps, rank_.config.micro_batch);
+    return;
+  }
+  for (const int64_t rows : rank_.config.eval_micro_batches) evaluate(after_steps, rows);
+}
+
+void Evaluator::evaluate(int64_t after_steps, int64_t rows) {
   const int64_t total = rank_.data.eval_items();
-  if (total <= 0) return;
   const int64_t world = rank_.comm.size();
-  const int64_t rows = rank_.config.micro_batch;
   const int64_t items = evaluated_items(total, rank_.config.eval_batches, rows, world);
   const int64_t batches = (items + world * rows - 1) / (world * rows);
   NoGradScope no_grad;
@@ -51,6 +59,7 @@ void Evaluator::on_eval(int64_t after_steps) {
   const double broadcast_seconds = seconds_since(broadcast_start);
   const double loss_sum = sums[0], count = sums[1], correct = sums[2];
   EvalRecord e;
+  e.batch = rows;
   e.predict_ms = (evaluate_seconds - mine.metric_seconds) * 1e3;
   e.metric_ms = mine.metric_seconds * 1e3;
   e.broadcast_ms = broadcast_seconds * 1e3;
@@ -66,12 +75,16 @@ void Evaluator::on_eval(int64_t after_steps) {
   }
   if (!rank_.lead) return;
   rank_.result.evals.push_back(e);
+  // Several evaluation batches: each line says which (one batch keeps the plain line).
+  const std::string batch = rank_.config.eval_micro_batches.size() > 1
+                                ? " (batch " + std::to_string(rows) + ")"
+                                : std::string();
   if (classify) {
-    ZS_LOG_INFO("eval after step {}: loss {:.4f}, accuracy {:.2f}% ({} of {} held-out examples)",
-                after_steps, e.loss, 100 * e.accuracy, e.correct, e.tokens);
+    ZS_LOG_INFO("eval after step {}{}: loss {:.4f}, accuracy {:.2f}% ({} of {} held-out examples)",
+                after_steps, batch, e.loss, 100 * e.accuracy, e.correct, e.tokens);
   } else {
-    ZS_LOG_INFO("eval after step {}: loss {:.4f}, perplexity {:.2f} over {} held-out tokens",
-                after_steps, e.loss, e.perplexity, e.tokens);
+    ZS_LOG_INFO("eval after step {}{}: loss {:.4f}, perplexity {:.2f} over {} held-out tokens",
+                after_steps, batch, e.loss, e.perplexity, e.tokens);
   }
 }
 

@@ -3,7 +3,8 @@
 // Each rank scores its share of the held-out items (rows past the end are padding that is not
 // scored, so every rank runs the same number of forwards, as stage 3 needs); the sums are added
 // over ranks in rank order, so every rank knows the loss. At most config.eval_batches batches
-// per rank (0: every held-out item). Rank 0 logs the result and records it. Issues collectives:
+// per rank (0: every held-out item), of config.micro_batch rows each, or once per size of
+// config.eval_micro_batches. Rank 0 logs each result and records it. Issues collectives:
 // every rank must reach the same evaluation points. One rank's thread.
 //
 // Each EvalRecord also says where this rank's evaluation time went: predict (the forwards and
@@ -27,6 +28,9 @@ class Evaluator final : public TrainerPart {
   void on_eval(int64_t completed_steps) override;
 
  private:
+  // One evaluation of the held-out set with `rows` rows per forward.
+  void evaluate(int64_t after_steps, int64_t rows);
+
   const RankContext& rank_;
 };
 

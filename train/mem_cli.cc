@@ -36,6 +36,7 @@ struct MemArgs {
   std::string optimizer = "adamw";
   float momentum = 0;
   int grad_accum = 1;
+  std::string grad_sync = "per-micro-batch";
   std::string offload = "none";
   std::string budget;
   bool no_prefetch = false;
@@ -151,6 +152,9 @@ MemRun resolve(const MemArgs& a) {
     throw UsageError("--grad-accum must be >= 1, got " + std::to_string(a.grad_accum));
   }
   train.grad_accum = a.grad_accum;
+  train.grad_sync =
+      parse_flag<sharding::GradSync>("--grad-sync", a.grad_sync, "per-micro-batch or per-step",
+                                     [](const std::string& s) { return parse_grad_sync(s); });
   train.prefetch = !a.no_prefetch;
   train.max_reductions_in_flight = a.max_reductions_in_flight;
   train.hybrid_group = std::max(0, a.hybrid_group);
@@ -390,6 +394,10 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   app.add_option("--optimizer", a.optimizer, "adamw (default), sgd or sgd-momentum");
   app.add_option("--momentum", a.momentum, "with --optimizer sgd: > 0 keeps a momentum buffer");
   app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)");
+  app.add_option("--grad-sync", a.grad_sync,
+                 "stages 0/1 with --grad-accum > 1: per-micro-batch (default) or per-step (a "
+                 "local fp32 sum reduced once per step: stage 1 holds 4 bytes per parameter "
+                 "more; rows of stages 2/3 reduce per micro-batch regardless)");
   app.add_option("--offload", a.offload, "none (default) or optimizer (masters + state on host)");
   app.add_option("--budget", a.budget, "per-rank bytes, e.g. 16GiB: largest preset that fits");
   app.add_flag("--no-prefetch", a.no_prefetch, "stage 3: gather on demand only");
@@ -429,8 +437,11 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                : "")
         << ", " << dtype_name(c.param_dtype) << " parameters, " << dtype_name(c.reduce_dtype)
         << " gradient reduction, " << optimizer_kind_name(c.optimizer)
-        << (c.gradient_accumulation ? ", gradient accumulation" : "") << ", offload "
-        << offload_kind_name(c.offload) << "\n"
+        << (c.gradient_accumulation ? ", gradient accumulation" : "")
+        << (c.gradient_accumulation && c.grad_sync == sharding::GradSync::kPerStep
+                ? " reduced once per step (stages 0/1)"
+                : "")
+        << ", offload " << offload_kind_name(c.offload) << "\n"
         << "Per-rank device bytes by category: model states, the stage-3 gathered window and "
            "gradient staging (activations depend on the batch: --micro-batch estimates them "
            "below; workspace is not included).\n\n";

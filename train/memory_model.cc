@@ -209,10 +209,14 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
                                 const MemoryModelConfig& config,
                                 const sharding::StagePolicy& policy, size_t keep_before,
                                 size_t keep_after) {
-  const bool cast = sizes.r != sizes.p;  // a reduce_dtype copy of the gradient travels
+  // kPerStep with accumulation: the step's one reduction reads the fp32 sum (stages 0/1).
+  const bool from_sum = config.gradient_accumulation && policy.full_grads_persist &&
+                        config.grad_sync == sharding::GradSync::kPerStep;
+  // A reduce_dtype copy of the gradient travels.
+  const bool cast = sizes.r != (from_sum ? 4 : sizes.p);
   // Sharded stages reduce into a staging shard unless the result can land in the fp32 gradient.
-  const bool staged = policy.masters_sharded &&
-                      (config.reduce_dtype != DType::kF32 || config.gradient_accumulation);
+  const bool staged = policy.masters_sharded && (config.reduce_dtype != DType::kF32 ||
+                                                 (config.gradient_accumulation && !from_sum));
   // Stages 2/3: each unit's full gradient lives from its backward until its reduction read it.
   const bool transient_grads = !policy.full_grads_persist;
   Transients peak;
@@ -376,6 +380,12 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
         steady[kParams] += full;
         steady[kMaster] += fp32_params ? 0 : 4 * shard;
         steady[kGrads] += (stage == 1 ? full : 0) + 4 * shard;
+        // kPerStep with accumulation: the fp32 sum (mixed) or the later micro-batches'
+        // temporary flat gradient (fp32, whose sum is the flat gradient itself).
+        if (stage == 1 && config.gradient_accumulation &&
+            config.grad_sync == sharding::GradSync::kPerStep) {
+          steady[kGrads] += 4 * padded;
+        }
         break;
       case 3:
         // In fp32 the master shard is the parameter shard the all-gathers read; a unit kept

@@ -17,7 +17,9 @@
 //                    master (stage 0's full buffer, stages 1/2's slot, stage 3's shard): 0.
 //   gradients        stage 0: P·p, plus an fp32 accumulator 4P unless fp32 reduces in place;
 //                    with accumulation in fp32, a 4P micro-batch buffer that lives until the
-//                    next step's backward. Stage 1: P·p + 4S. Stages 2/3: 4S, plus P·p per unit
+//                    next step's backward. Stage 1: P·p + 4S, and with GradSync::kPerStep and
+//                    accumulation 4P more (the fp32 sum; in fp32 the later micro-batches'
+//                    temporary flat gradient). Stages 2/3: 4S, plus P·p per unit
 //                    from its backward until its reduce-scatter has read it (at most
 //                    max_reductions_in_flight such units besides those still in backward).
 //   optimizer_state  AdamW 8, SGD with momentum 4, plain SGD 0 bytes per master element (P in
@@ -25,7 +27,8 @@
 //   comm_buffers     during backward only: a reduce_dtype copy of a unit's gradient when r != p
 //                    (P·r), and the reduced shard (S·r, kept until finish_backward) when it cannot
 //                    land in the fp32 gradient directly (r != 4, or a later micro-batch of an
-//                    accumulating step).
+//                    accumulating step). With kPerStep and accumulation the one reduction reads
+//                    the fp32 sum: a copy P·r when r != 4, a staged shard only when r != 4.
 //
 // `steady` is what a rank holds between steps (after after_step): it equals the MemoryTracker's
 // current bytes per category, exactly. `peak` is each category's peak during a step: exact where
@@ -65,6 +68,7 @@
 #include "models/gpt.h"
 #include "runtime/dtype.h"
 #include "runtime/memory_tracker.h"
+#include "sharding/stage_policy.h"
 #include "sharding/unit_plan.h"
 
 namespace zs::train {
@@ -106,6 +110,10 @@ struct MemoryModelConfig {
   int64_t alignment = 16;  // elements (ShardingConfig::alignment)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   bool gradient_accumulation = false;  // more than one micro-batch per step
+  // ShardingConfig::grad_sync. kPerStep is modeled at stages 0/1; stages 2/3 reduce every
+  // micro-batch whatever it says (the engine refuses it there; a zs-mem row of every stage
+  // shows them as they must run).
+  sharding::GradSync grad_sync = sharding::GradSync::kPerMicroBatch;
   // Stage 3 schedule (ShardingConfig's fields of the same names).
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;

@@ -24,6 +24,7 @@ struct StepRecord {
 
 struct EvalRecord {
   int64_t step = 0;       // evaluated after this many optimizer steps
+  int64_t batch = 0;      // rows per forward (TrainConfig::eval_micro_batches)
   double loss = 0;        // mean over the held-out tokens (language modelling) or examples
   double perplexity = 0;  // language modelling
   int64_t tokens = 0;     // held-out tokens, or examples (classification)

@@ -27,16 +27,29 @@ MemorySpread memory_spread(const std::vector<RankMemory>& ranks) {
     spread.peak[c] = over_ranks([c](const RankMemory& m) { return m.peak.bytes[c]; });
   }
   spread.peak_total = over_ranks([](const RankMemory& m) { return m.peak_total; });
+  const bool any_device = std::any_of(ranks.begin(), ranks.end(),
+                                      [](const RankMemory& m) { return !m.device.empty(); });
+  if (any_device) {
+    for (const RankMemory& m : ranks) spread.devices.push_back(m.device.empty() ? "cpu" : m.device);
+  }
   return spread;
 }
 
 std::string memory_table(const MemorySpread& spread, size_t budget) {
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line, "memory per rank, peak over the run (%d rank%s%s%s):\n",
-                spread.ranks, spread.ranks == 1 ? "" : "s", budget ? ", budget " : "",
-                budget ? format_bytes(budget).c_str() : "");
-  out << line;
+  // The ranks' GPUs, in rank order; the first kListedDevices, then how many more.
+  constexpr size_t kListedDevices = 8;
+  std::string devices;
+  for (size_t r = 0; r < spread.devices.size() && r < kListedDevices; ++r) {
+    devices += (r == 0 ? " on " : ", ") + spread.devices[r];
+  }
+  if (spread.devices.size() > kListedDevices) {
+    devices += " and " + std::to_string(spread.devices.size() - kListedDevices) + " more";
+  }
+  out << "memory per rank, peak over the run (" << spread.ranks << " rank"
+      << (spread.ranks == 1 ? "" : "s") << devices
+      << (budget ? ", budget " + format_bytes(budget) : std::string()) << "):\n";
   std::snprintf(line, sizeof line, "  %-16s %12s %12s %8s\n", "category", "min", "max", "at rank");
   out << line;
   auto row = [&](const char* name, const Spread& s) {
@@ -58,16 +71,18 @@ std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const Traffic
         times * comm::collective_traffic(kind, bytes, f.shard_group, f.rank_in_group, 0).sent;
   };
   const uint64_t micro = static_cast<uint64_t>(f.micro_batches);
+  // Stages 0/1 reduce every micro-batch, or once per step with --grad-sync per-step.
+  const uint64_t reductions = f.reduce_once_per_step && f.stage <= 1 ? 1 : micro;
   for (size_t u = 0; u < f.padded_numel.size(); ++u) {
     const uint64_t n = static_cast<uint64_t>(f.padded_numel[u]);
     const bool kept = u < f.kept_gathered.size() && f.kept_gathered[u];
     switch (f.stage) {
-      case 0:  // DDP: every micro-batch's gradients all-reduced
-        add(comm::CollectiveKind::kAllReduce, n * f.reduce_bytes, micro);
+      case 0:  // DDP: every micro-batch's gradients all-reduced (per-step: their local sum)
+        add(comm::CollectiveKind::kAllReduce, n * f.reduce_bytes, reductions);
         break;
       case 1:
       case 2:  // reduce-scatter per micro-batch, all-gather of the updated shards per step
-        add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, micro);
+        add(comm::CollectiveKind::kReduceScatter, n * f.reduce_bytes, reductions);
         add(comm::CollectiveKind::kAllGather, n * f.param_bytes, 1);
         break;
       default: {  // 3: gathered in forward and in backward of each micro-batch
@@ -99,12 +114,13 @@ std::string traffic_table(const StepTraffic& measured, const TrafficFormula& for
   const auto expected = formula_bytes_sent(formula);
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line,
-                "traffic of one step on this rank (ZeRO stage %d, %zu units sharded over %d "
-                "ranks, %lld micro-batch%s):\n",
-                formula.stage, formula.padded_numel.size(), formula.shard_group,
-                static_cast<long long>(formula.micro_batches),
-                formula.micro_batches == 1 ? "" : "es");
+  std::snprintf(
+      line, sizeof line,
+      "traffic of one step on this rank (ZeRO stage %d, %zu units sharded over %d "
+      "ranks, %lld micro-batch%s%s):\n",
+      formula.stage, formula.padded_numel.size(), formula.shard_group,
+      static_cast<long long>(formula.micro_batches), formula.micro_batches == 1 ? "" : "es",
+      formula.reduce_once_per_step && formula.stage <= 1 ? ", reduced once per step" : "");
   out << line;
   std::snprintf(line, sizeof line, "  %-15s %7s %14s %14s %12s %12s %10s\n", "collective", "calls",
                 "sent", "formula", "difference", "copied", "ms");

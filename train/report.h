@@ -18,6 +18,7 @@ namespace zs::train {
 struct RankMemory {
   CategoryBytes peak{};
   size_t peak_total = 0;  // peak of the sum
+  std::string device;     // where the figures are: "cuda:N" for a rank on a GPU, "" on the CPU
 };
 
 // One figure over ranks: the smallest, the largest, and the (first) rank holding the largest.
@@ -31,11 +32,13 @@ struct MemorySpread {
   int ranks = 0;
   std::array<Spread, kNumMemoryCategories> peak{};  // index: MemoryCategory
   Spread peak_total;
+  std::vector<std::string> devices;  // by rank, where any rank is on a GPU; else empty
 };
 MemorySpread memory_spread(const std::vector<RankMemory>& ranks);
 
 // Table: one row per category that any rank used, columns min and max over ranks (and the
-// rank holding the max), then the peak of the total.
+// rank holding the max), then the peak of the total. The header names the ranks' GPUs (rank
+// order) when the figures are device memory; for CPU ranks it names no device.
 std::string memory_table(const MemorySpread& spread, size_t budget);
 
 // Bytes one rank sends per collective kind in one step, as the sharding stage's algorithm
@@ -45,6 +48,9 @@ struct TrafficFormula {
   int shard_group = 1;  // ranks the parameters are sharded over (the world, or a hybrid group)
   int rank_in_group = 0;
   int64_t micro_batches = 1;
+  // --grad-sync per-step (stages 0/1): the gradients of a step are reduced once, not once per
+  // micro-batch, so the reductions do not scale with micro_batches.
+  bool reduce_once_per_step = false;
   size_t param_bytes = 4;             // element size of gathered parameters
   size_t reduce_bytes = 4;            // element size of reduced gradients
   std::vector<int64_t> padded_numel;  // per unit

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
@@ -60,11 +61,16 @@ void RunReport::on_end(int64_t /*steps*/) {
     mine.push_back(tracker.peak(static_cast<MemoryCategory>(cat)));
   }
   mine.push_back(tracker.peak_total());
+  // The rank's GPU index, or kOnCpu: the table names each rank's device.
+  constexpr uint64_t kOnCpu = ~uint64_t{0};
+  mine.push_back(rank_.device ? static_cast<uint64_t>(rank_.device->device().index) : kOnCpu);
   const auto all = gather_u64(rank_.comm, rank_.compute, mine);
   std::vector<RankMemory> ranks(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     for (int cat = 0; cat < kNumMemoryCategories; ++cat) ranks[r].peak.bytes[cat] = all[r][cat];
     ranks[r].peak_total = all[r][kNumMemoryCategories];
+    const uint64_t gpu = all[r][kNumMemoryCategories + 1];
+    if (gpu != kOnCpu) ranks[r].device = Device::cuda(static_cast<int>(gpu)).str();
   }
   const MemorySpread spread = memory_spread(ranks);
   for (const Spread& s : spread.peak) {
@@ -80,6 +86,7 @@ void RunReport::on_end(int64_t /*steps*/) {
   f.shard_group = sharded.shard_group().size();
   f.rank_in_group = sharded.shard_group().rank();
   f.micro_batches = c.grad_accum;
+  f.reduce_once_per_step = rank_.sharding.grad_sync == sharding::GradSync::kPerStep;
   f.param_bytes = dtype_size(rank_.sharding.param_dtype);
   f.reduce_bytes = dtype_size(rank_.sharding.reduce_dtype);
   if (comm::Communicator* replicas = sharded.replica_group()) {

@@ -42,7 +42,13 @@ class Frame {
 
   Frame(const Chart& chart, double y_max) : chart_(chart), ticks_(nice_ticks(y_max)) {
     plot_w_ = chart.width - kLeft - kRight;
-    plot_h_ = chart.height - kTop - kBottom;
+    // kBottom holds two lines of category labels and the axis label; each further line of the
+    // longest category takes its height from the plot, so the axis label stays below them.
+    size_t lines = 1;
+    for (const std::string& c : chart.categories) {
+      lines = std::max(lines, 1 + static_cast<size_t>(std::count(c.begin(), c.end(), '\n')));
+    }
+    plot_h_ = chart.height - kTop - kBottom - 14 * static_cast<int>(lines > 2 ? lines - 2 : 0);
     svg_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << chart.width << "\" height=\""
          << chart.height << "\" viewBox=\"0 0 " << chart.width << " " << chart.height
          << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n"

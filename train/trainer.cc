@@ -30,6 +30,9 @@ StepRecord Trainer::step(int64_t step) {
                            "losses of the step");
   }
   for (int64_t micro = 0; micro < micro_batches; ++micro) {
+    // Every micro-batch but the last only accumulates (the model reduces them once per step
+    // under --grad-sync per-step; else it reduces each as it comes).
+    r_.model.defer_sync(micro + 1 < micro_batches);
     data::BatchLease batch = r_.loader.next();
     MemoryCategoryScope activations(MemoryCategory::kActivations);
     Tensor loss;

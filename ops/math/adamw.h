@@ -16,10 +16,17 @@
 // differently in a vectorized loop body, its scalar epilogue and a plain reference loop (GCC
 // contracts across C++ expressions by default), so an element's result would depend on where a
 // shard boundary puts it. With explicit fused operations, or none at all on targets without the
-// instruction (where nothing can be contracted), the vector body, the epilogue, a plain loop in
-// another translation unit and nvcc (IEEE sqrtf and division by default) round identically.
-// Builds with and without FMA (ZS_NATIVE=OFF on a pre-Haswell x86 baseline) differ from each
-// other, as any two instruction sets may.
+// instruction (where nothing can be contracted), the vector body, the epilogue and a plain loop
+// in another translation unit round identically. Builds with and without FMA (ZS_NATIVE=OFF on
+// an x86-64 baseline) differ from each other, as any two instruction sets may.
+//
+// The CUDA kernels round as the host code of the same build does, so the GPU's optimizer state
+// is bitwise the CPU's: nvcc preprocesses device code with the host compiler and its flags, so
+// the device pass sees the same __FMA__ / __FP_FAST_FMAF as the host's .cc files. Where the host
+// fuses, the device calls fmaf too; where it does not, the device rounds the product and the sum
+// separately with __fmul_rn and __fadd_rn, which nvcc never contracts (a bare a·b + c would be,
+// nvcc's -fmad=true is the default). Division and sqrtf are IEEE in nvcc by default
+// (-prec-div=true, -prec-sqrt=true), as on the CPU.
 //
 // Everything here is ZS_HOST_DEVICE inline, pure, and calls no host-only library function.
 #pragma once
@@ -30,11 +37,14 @@
 
 namespace zs::ops::math {
 
-// a·b + c rounded once where the target has a fused multiply-add instruction, else rounded
-// twice — the same way in every loop of the build (see the file comment).
+// a·b + c rounded once where the host target has a fused multiply-add instruction, else rounded
+// twice — the same way in every loop of the build, on the CPU and in the CUDA kernels (see the
+// file comment).
 ZS_HOST_DEVICE ZS_FORCE_INLINE float fused_mul_add(float a, float b, float c) {
-#if defined(__CUDACC__) || defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#if defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__ARM_FEATURE_FMA)
   return fmaf(a, b, c);
+#elif defined(__CUDA_ARCH__)
+  return __fadd_rn(__fmul_rn(a, b), c);  // the host's two roundings; never contracted by nvcc
 #else
   return a * b + c;  // no FMA instruction: the compiler cannot contract this either
 #endif

@@ -103,6 +103,38 @@ TEST(ZsMem, BareParameterCountsAndHybrid) {
   EXPECT_TRUE(contains(r.out, "--zero-stage")) << r.out;
 }
 
+// --grad-sync per-step with accumulation: stage 1 holds the fp32 sum (4 bytes per padded
+// parameter) more in gradients; stage 0 nothing more; a bad value is a usage error.
+TEST(ZsMem, GradSyncPerStepAddsTheStageOneSum) {
+  auto gradients = [](int stage, const std::string& sync) {
+    const Result r = run({"--model", "gpt2", "--ranks", "8", "--zero-stage", std::to_string(stage),
+                          "--precision", "bf16", "--grad-accum", "4", "--grad-sync", sync});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out;
+  };
+  MemoryModelConfig config;
+  config.world = 8;
+  config.stage = 1;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  config.gradient_accumulation = true;
+  const auto units = gpt_memory_units(models::gpt_preset("gpt2"));
+  const MemoryEstimate per_micro = estimate_memory(units, config);
+  config.grad_sync = sharding::GradSync::kPerStep;
+  const MemoryEstimate per_step = estimate_memory(units, config);
+  EXPECT_EQ(per_step.steady[MemoryCategory::kGradients],
+            per_micro.steady[MemoryCategory::kGradients] + 4 * uint64_t(per_step.padded_numel));
+  const std::string out = gradients(1, "per-step");
+  EXPECT_TRUE(contains(out, "reduced once per step")) << out;
+  EXPECT_TRUE(contains(out, format_bytes(per_step.steady[MemoryCategory::kGradients]))) << out;
+  config.stage = 0;
+  const MemoryEstimate stage0 = estimate_memory(units, config);
+  config.grad_sync = sharding::GradSync::kPerMicroBatch;
+  EXPECT_EQ(stage0.steady.total(), estimate_memory(units, config).steady.total());
+  const Result bad = run({"--grad-sync", "never"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "--grad-sync 'never'")) << bad.err;
+}
+
 TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
   struct Bad {
     std::vector<std::string> args;

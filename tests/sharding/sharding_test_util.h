@@ -125,6 +125,7 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
     for (int step = 0; step < run.steps; ++step) {
       const float scale = run.loss_scaling ? scaler.scale() : 1.0f;
       for (int micro = 0; micro < run.micro_batches; ++micro) {
+        sharded.defer_sync(micro + 1 < run.micro_batches);  // reduced once under kPerStep
         for (int64_t b = 0; b < local_batch; ++b) {
           const int64_t global_b =
               (micro * run.world + comm.rank()) * local_batch + b;  // disjoint, covers the batch

@@ -40,6 +40,41 @@ TEST(ScalingStudy, RunsEveryConfigurationAndSplitsTheEvaluation) {
   EXPECT_NE(md.find("| 2 | bf16 | 4 |"), std::string::npos) << md;
 }
 
+// --eval-batch-sizes: one row per evaluation batch size of each configuration, the training
+// figures shared, every row scoring all the held-out pairs.
+TEST(ScalingStudy, EvaluatesOncePerEvaluationBatchSize) {
+  ScalingStudyOptions o;
+  o.setup.shape = classifier_shape(1, 16, 2, 16);
+  o.setup.examples = 64;
+  o.setup.threads = 1;
+  o.ranks = {1};
+  o.precisions = {DType::kF32};
+  o.batch_sizes = {4};
+  o.eval_batch_sizes = {2, 16};
+  o.steps = 2;
+  const std::vector<ScalingRow> rows = run_scaling_study(o);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].eval_batch, 2);
+  EXPECT_EQ(rows[1].eval_batch, 16);
+  EXPECT_DOUBLE_EQ(rows[0].step_ms, rows[1].step_ms);
+  for (const ScalingRow& r : rows) {
+    EXPECT_EQ(r.eval_examples, 16);
+    EXPECT_GT(r.predict_ms, 0);
+  }
+  const std::vector<ScalingRow> merged = merge_scaling_rows({}, rows);
+  EXPECT_EQ(merged.size(), 2u);  // the evaluation batch is part of the key
+  const std::string md = scaling_markdown(merged, "setup", "zs-study scaling");
+  EXPECT_NE(md.find("| 1 | fp32 | 4 |"), std::string::npos) << md;
+  EXPECT_NE(scaling_eval_svg(merged).find(">eval 16<"), std::string::npos);
+  // A table written before the column existed: its rows evaluated with the training batch.
+  const std::vector<ScalingRow> old = read_scaling_rows(
+      "ranks\tprecision\tbatch\tdevice\tstep_ms\texamples_per_s_per_rank\tpredict_ms\tmetric_ms"
+      "\tbroadcast_ms\teval_examples\taccuracy\n1\tfp32\t8\tcpu\t10\t800\t1\t0.1\t0.1\t16\t0.5\n",
+      "old.tsv");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].eval_batch, 8);
+}
+
 TEST(ScalingStudy, RowsRoundTripMergeAndGiveTheSpeedup) {
   ScalingRow one;
   one.ranks = 1;

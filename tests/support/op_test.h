@@ -5,7 +5,8 @@
 // - converted: a copy of a tensor in another dtype;
 // - invalid_argument_message: the text of the InvalidArgument a call throws (from
 //   tests/support/error_text.h, included here);
-// - one_ulp_tolerance: the bound for fp16/bf16 results against fp32.
+// - one_ulp_tolerance: the bound for fp16/bf16 results against fp32;
+// - storage_ulp: the spacing of fp32/fp16/bf16 values at a value, subnormals included.
 //
 // Tensors returned belong to the caller and live on the allocator of the tensor they were made
 // from. Everything works on the calling thread's tape (runtime/autograd.h), so these helpers are
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -64,6 +66,18 @@ inline Tensor converted(const Tensor& t, DType dtype, bool requires_grad = false
   out.copy_from(t.to_vector());
   out.set_requires_grad(requires_grad);
   return out;
+}
+
+// The spacing of `dtype`'s values at `value` (fp32, fp16 or bf16): one unit in the last place,
+// 2^(exponent of |value| − mantissa bits) in the normal range, and in the subnormal range (and at
+// 0) the format's smallest spacing, 2^-24 for fp16, 2^-133 for bf16 and 2^-149 for fp32. A bound
+// written as a fraction of |value| alone gives about nothing there, so a comparison that allows
+// roundings of a 16-bit result near zero adds storage_ulp(dtype, 0.0) per rounding.
+inline double storage_ulp(DType dtype, double value) {
+  const int mantissa_bits = dtype == DType::kF16 ? 10 : dtype == DType::kBF16 ? 7 : 23;
+  const int min_normal_exponent = dtype == DType::kF16 ? -14 : -126;
+  const int exponent = value == 0.0 ? min_normal_exponent : std::ilogb(value);
+  return std::ldexp(1.0, std::max(exponent, min_normal_exponent) - mantissa_bits);
 }
 
 // One ulp of fp16 (2^-10) or bf16 (2^-7) relative to `reference`, plus 1e-7 absolute for fp16

@@ -510,3 +510,34 @@ TEST(TrainCli, ParsesSizes) {
 
 }  // namespace
 }  // namespace zs::train
+
+namespace zs::train {
+namespace {
+
+// --eval-micro-batch with several sizes: each evaluation point scores the same held-out tokens
+// once per size, in order, and records the size; the loss does not depend on it beyond the
+// order of the double sums.
+TEST_F(Engine, EachEvaluationBatchSizeScoresTheSameHeldOutSet) {
+  TrainConfig c = tiny_run(path_);
+  c.steps = 3;
+  c.eval_batches = 0;  // every held-out window, whatever the batch
+  c.eval_micro_batches = {1, 3, 8};
+  const TrainResult result = run_training(c);
+  ASSERT_EQ(result.evals.size(), 3u);
+  for (size_t i = 0; i < result.evals.size(); ++i) {
+    const EvalRecord& e = result.evals[i];
+    EXPECT_EQ(e.batch, c.eval_micro_batches[i]);
+    EXPECT_EQ(e.step, 3);
+    EXPECT_EQ(e.tokens, result.evals[0].tokens);
+    EXPECT_NEAR(e.loss, result.evals[0].loss, 1e-6 * result.evals[0].loss);
+    EXPECT_GT(e.predict_ms, 0);
+  }
+  c.eval_micro_batches = {0};
+  EXPECT_NE(error_message<InvalidArgument>([&] {
+              run_training(c);
+            }).find("--eval-micro-batch must be >= 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace zs::train

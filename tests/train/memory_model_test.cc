@@ -53,6 +53,7 @@ struct Case {
   size_t max_live_gathered_bytes = 0;
   size_t keep_gathered_below_bytes = 0;
   int max_reductions_in_flight = 2;  // ShardingConfig's default
+  sharding::GradSync grad_sync = sharding::GradSync::kPerMicroBatch;
   // > 0: every collective sleeps this long first, so the reductions fall behind the backward
   // and the measured gradient peak is expected to reach peak_high.
   int delay_ms = 0;
@@ -67,7 +68,7 @@ std::string describe(const Case& c) {
          std::to_string(c.max_live_gathered_bytes) + " keep " +
          std::to_string(c.keep_gathered_below_bytes) + " reductions in flight " +
          std::to_string(c.max_reductions_in_flight) + " delay " + std::to_string(c.delay_ms) +
-         " ms";
+         " ms grad sync " + sharding::grad_sync_name(c.grad_sync);
 }
 
 MemoryModelConfig model_config(const Case& c) {
@@ -83,6 +84,7 @@ MemoryModelConfig model_config(const Case& c) {
   config.max_live_gathered_bytes = c.max_live_gathered_bytes;
   config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
   config.max_reductions_in_flight = c.max_reductions_in_flight;
+  config.grad_sync = c.grad_sync;
   return config;
 }
 
@@ -119,6 +121,7 @@ void expect_estimate_matches_engine(const Case& c) {
         config.max_live_gathered_bytes = c.max_live_gathered_bytes;
         config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
         config.max_reductions_in_flight = c.max_reductions_in_flight;
+        config.grad_sync = c.grad_sync;
         config.seed = 5;
         sharding::ShardedModel sharded(model, comm, allocator, config);
         std::unique_ptr<optim::Optimizer> optimizer;
@@ -139,6 +142,7 @@ void expect_estimate_matches_engine(const Case& c) {
         }
         auto step = [&] {
           for (int micro = 0; micro < c.micro_batches; ++micro) {
+            sharded.defer_sync(micro + 1 < c.micro_batches);
             backward(model.loss(ids, targets), 1.0f / static_cast<float>(c.micro_batches));
             sharded.finish_backward();
           }
@@ -218,6 +222,32 @@ TEST(MemoryModel, MatchesTheEngineWithAccumulationMixedDtypesAndHybrid) {
     cases.push_back(hybrid);
   }
   for (const Case& c : cases) expect_estimate_matches_engine(c);
+}
+
+// --grad-sync per-step at stages 0/1: the fp32 sum (stage 1) and what the one reduction reads,
+// with 1 and 3 micro-batches (3: the later micro-batches' temporaries replace each other), in
+// every dtype pairing, at 1 and 2 ranks.
+TEST(MemoryModel, MatchesTheEngineWithPerStepGradSync) {
+  struct Dtypes {
+    DType param, reduce;
+  };
+  for (int world : {1, 2}) {
+    for (int stage : {0, 1}) {
+      for (int micro_batches : {1, 3}) {
+        for (Dtypes d : {Dtypes{DType::kF32, DType::kF32}, Dtypes{DType::kBF16, DType::kBF16},
+                         Dtypes{DType::kBF16, DType::kF32}, Dtypes{DType::kF32, DType::kBF16}}) {
+          Case c;
+          c.world = world;
+          c.stage = stage;
+          c.micro_batches = micro_batches;
+          c.param_dtype = d.param;
+          c.reduce_dtype = d.reduce;
+          c.grad_sync = sharding::GradSync::kPerStep;
+          expect_estimate_matches_engine(c);
+        }
+      }
+    }
+  }
 }
 
 TEST(MemoryModel, MatchesTheEngineUnderEveryReductionLimit) {
