@@ -79,7 +79,9 @@ std::string Module::name() const {
 
 Tensor Module::operator()(const Tensor& input) {
   for (auto& hook : pre_hooks_) hook(*this, input);
-  Tensor output = forward(input);
+  Tensor output = forward_wrapper_
+                      ? forward_wrapper_(input, [this](const Tensor& x) { return forward(x); })
+                      : forward(input);
   for (auto& hook : post_hooks_) output = hook(*this, input, output);
   return output;
 }
@@ -87,6 +89,7 @@ Tensor Module::operator()(const Tensor& input) {
 void Module::clear_hooks() {
   pre_hooks_.clear();
   post_hooks_.clear();
+  forward_wrapper_ = nullptr;
 }
 
 std::vector<Module*> Module::modules() {

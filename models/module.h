@@ -100,6 +100,14 @@ class Module {
   using PostHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
   void add_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void add_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
+  // How operator() runs forward() between the hooks: `wrapper` gets the input and a function
+  // that runs this module's forward() (children's hooks included, its own not); it may call it
+  // more than once, later (activation checkpointing recomputes a unit in backward: runtime/
+  // autograd.h checkpoint_activations()), so the module must outlive what the wrapper recorded.
+  // Null: forward() directly. One wrapper per module; clear_hooks() removes it too.
+  using Forward = std::function<Tensor(const Tensor& input)>;
+  using ForwardWrapper = std::function<Tensor(const Tensor& input, Forward forward)>;
+  void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
   void clear_hooks();
 
   // Direct children in declaration order.
@@ -142,6 +150,7 @@ class Module {
   std::vector<Parameter*> own_parameters_;
   std::vector<PreHook> pre_hooks_;
   std::vector<PostHook> post_hooks_;
+  ForwardWrapper forward_wrapper_;
 };
 
 // Binds every parameter of `root` to its own storage on `allocator` (category parameters),

@@ -5,7 +5,10 @@ namespace zs {
 namespace {
 
 thread_local bool t_grad_enabled = true;
-thread_local Tape t_tape;
+thread_local Tape t_own_tape;
+// Where ops record: the thread's own tape, or one a TapeScope installed (a checkpoint's
+// recompute, while the outer tape is being walked).
+thread_local Tape* t_tape = &t_own_tape;
 
 }  // namespace
 
@@ -13,7 +16,10 @@ bool grad_enabled() { return t_grad_enabled; }
 GradModeScope::GradModeScope(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
 GradModeScope::~GradModeScope() { t_grad_enabled = previous_; }
 
-Tape& current_tape() { return t_tape; }
+Tape& current_tape() { return *t_tape; }
+
+TapeScope::TapeScope(Tape& tape) : previous_(t_tape) { t_tape = &tape; }
+TapeScope::~TapeScope() { t_tape = previous_; }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;
@@ -39,7 +45,7 @@ void record_op(const char* op, std::initializer_list<const Tensor*> inputs,
     node.outputs.push_back(t->autograd_meta());
   }
   node.backward = std::move(backward);
-  t_tape.record(std::move(node));
+  t_tape->record(std::move(node));
 }
 
 void record_boundary(std::string op, BackwardFn backward) {
@@ -48,10 +54,43 @@ void record_boundary(std::string op, BackwardFn backward) {
   node.op = std::move(op);
   node.backward = std::move(backward);
   node.always_run = true;
-  t_tape.record(std::move(node));
+  t_tape->record(std::move(node));
 }
 
-void backward(const Tensor& loss, float seed) { t_tape.backward(loss, seed); }
+void backward(const Tensor& loss, float seed) { t_tape->backward(loss, seed); }
+
+Tensor checkpoint_activations(const std::string& name, const Tensor& input,
+                              std::function<Tensor(const Tensor&)> fn) {
+  if (!t_grad_enabled) return fn(input);
+  Tensor output;
+  {
+    NoGradScope no_grad;
+    output = fn(input);
+  }
+  ZS_CHECK(output.defined(), "checkpoint '", name, "': the function returned no tensor");
+  // An identity has nothing to recompute (and recording it would mark the input as its own
+  // output).
+  if (output.autograd_meta() == input.autograd_meta()) return output;
+  ZS_CHECK(!output.requires_grad(), "checkpoint '", name, "': the function returned ",
+           output.describe(),
+           ", which already requires grad (a parameter or a value computed outside it); "
+           "return a value the function computes from its input");
+  const std::string op = "checkpoint " + name;
+  // Keeps `input` (its storage) until backward: the one activation a checkpoint saves.
+  record_op(op.c_str(), {&input}, {&output}, [input, fn = std::move(fn)](BackwardContext& ctx) {
+    const Tensor grad = ctx.grad_output(0);
+    Tape tape;
+    Tensor recomputed;
+    {
+      TapeScope record_here(tape);
+      GradModeScope grad_on(true);
+      recomputed = fn(input);
+    }
+    if (!recomputed.requires_grad()) return;  // nothing in fn needed a gradient
+    tape.backward(recomputed, grad);
+  });
+  return output;
+}
 
 Tensor BackwardContext::grad_output(size_t i) const {
   ZS_CHECK(i < node_.outputs.size(), "op '", node_.op, "' asked for output ", i, " of ",
@@ -106,6 +145,25 @@ void Tape::backward(const Tensor& loss, float seed) {
   } else {
     loss_meta.grad = std::move(seed_grad);  // no other handle: freed once the loss's node ran
   }
+  run_backward(loss_meta);
+}
+
+void Tape::backward(const Tensor& output, const Tensor& grad) {
+  ZS_CHECK(output.defined() && grad.defined() && grad.shape() == output.shape(),
+           "backward: the gradient ", grad.describe(), " does not match the output ",
+           output.describe());
+  ZS_CHECK(output.requires_grad(), "backward: the output ", output.describe(),
+           " does not require grad");
+  AutogradMeta& meta = *output.autograd_meta();
+  if (meta.grad.defined()) {
+    accumulate_into(meta.grad, grad);
+  } else {
+    meta.grad = grad;  // the caller's gradient, as a consumer's node would have handed it over
+  }
+  run_backward(meta);
+}
+
+void Tape::run_backward(AutogradMeta& seeded) {
   struct ClearOnExit {
     Tape& tape;
     ~ClearOnExit() { tape.clear(); }
@@ -126,7 +184,7 @@ void Tape::backward(const Tensor& loss, float seed) {
     node.outputs.clear();
     node.inputs.clear();
   }
-  if (!loss_meta.is_leaf) loss_meta.grad = Tensor();
+  if (!seeded.is_leaf) seeded.grad = Tensor();
 }
 
 }  // namespace zs

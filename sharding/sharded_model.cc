@@ -47,6 +47,7 @@ struct ShardedModel::Unit : UnitPlan {
   comm::WorkPtr gathering;                // a prefetch in flight
   size_t full_bytes = 0;
   bool stays_gathered = false;  // StagePolicy::stays_gathered
+  bool checkpointed = false;    // ShardingConfig::checkpoint_every
 };
 
 const char* ddp_sync_name(DdpSync sync) {
@@ -93,6 +94,10 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
            "optimizer's CPU loops update it)");
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
+  ZS_CHECK(config.checkpoint_every >= 0,
+           "sharding: checkpoint_every must be >= 0 (0 = no activation checkpointing, k = every "
+           "k-th unit), got ",
+           config.checkpoint_every);
   ZS_CHECK(config.max_reductions_in_flight >= 0,
            "sharding: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
            config.max_reductions_in_flight);
@@ -156,6 +161,8 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   for (UnitPlan& planned : plan_units(root, config.wrap_types, config.wrap_min_parameters)) {
     units_.push_back(std::make_unique<Unit>(std::move(planned)));
   }
+
+  mark_checkpointed_units();
 
   std::set<uint32_t> streams;
   for (auto& unit_ptr : units_) {
@@ -314,6 +321,13 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         if (unit->module == &root_) backward_schedule_.complete = true;
       });
     });
+    if (u.checkpointed) {
+      // Runs between the boundaries: in forward after the pre-hook's gather, in backward (the
+      // recompute) after the "end" boundary's gather and before the "begin" boundary's release.
+      u.module->set_forward_wrapper([unit](const Tensor& input, models::Module::Forward forward) {
+        return checkpoint_activations(unit->name, input, std::move(forward));
+      });
+    }
     u.module->add_post_hook([this, unit](models::Module&, const Tensor&, const Tensor& output) {
       // Runs first in backward for this unit: parameters back, gradient buffer in place.
       record_boundary("unit_end " + unit->name, [this, unit](BackwardContext&) {
@@ -333,6 +347,35 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
 
 ShardedModel::~ShardedModel() {
   for (auto& u : units_) u->module->clear_hooks();
+}
+
+void ShardedModel::mark_checkpointed_units() {
+  if (config_.checkpoint_every == 0) return;
+  std::vector<bool> encloses(units_.size(), false);
+  for (const auto& u : units_) {
+    if (u->parent >= 0) encloses[static_cast<size_t>(u->parent)] = true;
+  }
+  int64_t candidate = 0;
+  size_t marked = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    Unit& u = *units_[i];
+    if (u.module == &root_ || encloses[i]) continue;
+    u.checkpointed = checkpoints_unit(candidate++, config_.checkpoint_every);
+    marked += u.checkpointed ? 1 : 0;
+  }
+  if (comm_.rank() == 0) {
+    ZS_LOG_INFO(
+        "sharding: activation checkpointing: {} of {} units recompute their forward in backward "
+        "(checkpoint_every {}, counted over the units below the root that enclose no other "
+        "unit)",
+        marked, units_.size(), config_.checkpoint_every);
+  }
+  if (marked == 0 && comm_.rank() == 0) {
+    ZS_LOG_WARN(
+        "sharding: activation checkpointing is on but no unit can be checkpointed (only the root "
+        "or units enclosing others are wrapped); add a wrap type for the repeated layers, e.g. "
+        "Block");
+  }
 }
 
 void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pass) {
@@ -777,8 +820,8 @@ void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
 std::vector<ShardedModel::UnitInfo> ShardedModel::units() const {
   std::vector<UnitInfo> out;
   for (const auto& u : units_) {
-    UnitInfo info{u->name,           u->numel, u->padded, u->shard, u->parameters.size(),
-                  u->stays_gathered, {}};
+    UnitInfo info{u->name,           u->numel, u->padded,      u->shard, u->parameters.size(),
+                  u->stays_gathered, {},       u->checkpointed};
     for (size_t i = 0; i < u->parameters.size(); ++i) {
       info.parameters.push_back(
           {u->parameters[i]->name(), u->parameters[i]->shape(), u->offsets[i]});

@@ -17,6 +17,11 @@
 // and releases what stage 3 frees; at stages 2/3 it first waits for the oldest reductions beyond
 // ShardingConfig::max_reductions_in_flight. finish_backward() waits for the rest.
 //
+// Activation checkpointing (ShardingConfig::checkpoint_every): a checkpointed unit's forward
+// runs inside runtime/autograd.h checkpoint_activations(), installed as the module's forward
+// wrapper; its recompute runs between its backward boundaries, where its parameters are gathered
+// anyway.
+//
 // Stage 3 prefetch: see ShardingConfig. The live gathered bytes are tracked
 // (live_gathered_bytes(), peak_live_gathered_bytes()).
 //
@@ -223,6 +228,21 @@ struct ShardingConfig {
   // all-gathers queue on the same communicator behind the older reductions, which bounds them
   // too (with prefetch about one in flight): the limit matters most at stage 2.
   int max_reductions_in_flight = 2;
+  // Activation checkpointing: 0 = off; k >= 1 checkpoints every k-th checkpointable unit (units
+  // 0, k, 2k, … of those that are not the root and enclose no other unit, in forward order;
+  // 1 = all of them, e.g. every Block of a GPT). A checkpointed unit's forward records nothing
+  // inside the unit and keeps only its input; its backward recomputes the forward with grad on,
+  // between the unit's "end" boundary (which gathered its parameters and installed its gradient
+  // buffer) and its "begin" boundary, then runs the recomputed graph's backward into the same
+  // gradients (runtime/autograd.h checkpoint_activations()). So stage 3 recomputes with the
+  // parameters gathered for the backward: no extra all-gather, traffic unchanged (3Ψ), and results
+  // are the same bits as without, at any stage and precision, as long as the unit's forward
+  // computes the same values twice (models/module.h: dropout keyed by state, not by a call
+  // counter). Costs one more forward of the checkpointed units per step; saves their activations
+  // but one unit's at a time (plus the checkpoints' inputs). The root and units enclosing others
+  // are never checkpointed: their forward runs other units' boundaries, which a recompute would
+  // repeat.
+  int checkpoint_every = 0;
 };
 
 class StepOrder;
@@ -282,6 +302,8 @@ class ShardedModel {
       int64_t offset;
     };
     std::vector<Parameter> parameters;
+    // Its forward is recomputed in backward (ShardingConfig::checkpoint_every).
+    bool checkpointed = false;
   };
   std::vector<UnitInfo> units() const;
   // The masters and the optimizer-side gradients live in the host tier (optimizer offload).
@@ -341,6 +363,8 @@ class ShardedModel {
     bool complete = false;
     size_t position = 0;
   };
+  // Sets Unit::checkpointed from ShardingConfig::checkpoint_every.
+  void mark_checkpointed_units();
   void on_unit_start(Schedule& schedule, Unit& unit, const char* pass);
   void gather(Unit& unit);
   void start_gather(Unit& unit);

@@ -37,6 +37,13 @@ struct UnitPlan {
 std::vector<UnitPlan> plan_units(models::Module& root, const std::vector<std::string>& wrap_types,
                                  int64_t wrap_min_parameters = 0);
 
+// Activation checkpointing's choice (ShardingConfig::checkpoint_every = k): of the units that can
+// be checkpointed (below the root, enclosing no other unit), numbered 0, 1, … in forward order,
+// units 0, k, 2k, … are; k = 0 checkpoints none. zs-mem's activation estimate asks the same.
+inline bool checkpoints_unit(int64_t index, int checkpoint_every) {
+  return checkpoint_every > 0 && index % checkpoint_every == 0;
+}
+
 // A unit's flat buffer holds max(numel, 1) elements rounded up to a multiple of
 // world × alignment (so every rank's slice starts aligned); rank r owns the r-th of `world`
 // equal slices. `world` is the number of ranks sharing the shards (the hybrid group size under

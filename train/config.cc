@@ -155,6 +155,49 @@ void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& c
   });
 }
 
+// DeepSpeed configures the checkpoints that the model's code asks for
+// (deepspeed.checkpointing.checkpoint); zeroshard's models leave that to the sharding layer, so
+// the section's presence is the request: every unit below the root is checkpointed (the flags'
+// --checkpoint-every K chooses fewer). The keys tune DeepSpeed's own checkpoint storage.
+void read_activation_checkpointing(const json& value, TrainConfig& config,
+                                   std::vector<std::string>* unknown,
+                                   std::vector<std::string>* notes) {
+  KeyReader r(value, "activation_checkpointing", unknown);
+  if (config.checkpoint_every == 0) config.checkpoint_every = 1;
+  if (notes) {
+    notes->push_back(
+        "activation_checkpointing: every unit below the root (each Block) recomputes its forward "
+        "in backward; --checkpoint-every K checkpoints every K-th instead");
+  }
+  const auto flag = [&](const char* key) {
+    return [&r, key](const json& v) { r.boolean(v, key); };
+  };
+  r.note("partition_activations",
+         "zeroshard has no model parallelism to partition a checkpoint over; each rank keeps "
+         "the inputs of its own units",
+         notes, flag("partition_activations"));
+  r.take("cpu_checkpointing", [&](const json& v) {
+    if (r.boolean(v, "cpu_checkpointing") && notes) {
+      notes->push_back(r.child("cpu_checkpointing") +
+                       " = true: not available in zeroshard; the checkpointed inputs stay in "
+                       "the device's memory (category activations)");
+    }
+  });
+  r.note("contiguous_memory_optimization",
+         "the checkpointed inputs come from the caching allocator; there is no contiguous "
+         "buffer to configure",
+         notes, flag("contiguous_memory_optimization"));
+  r.note("number_checkpoints",
+         "sizes DeepSpeed's contiguous buffer; zeroshard checkpoints every unit (or every K-th "
+         "with --checkpoint-every K)",
+         notes, [&](const json& v) { r.integer(v, "number_checkpoints"); });
+  r.note("synchronize_checkpoint_boundary",
+         "zeroshard orders the recompute on the compute stream; no device-wide synchronization "
+         "is added",
+         notes, flag("synchronize_checkpoint_boundary"));
+  r.note("profile", "zs-train's step time includes the recompute", notes, flag("profile"));
+}
+
 void read_zero(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
                std::vector<std::string>* notes) {
   KeyReader r(value, "zero_optimization", unknown);
@@ -530,12 +573,8 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
     r.note("dump_state", "has no effect in zeroshard", notes);
     r.take("checkpoint", [&](const json& v) { read_checkpoint(v, config, &unknown, notes); });
     r.take("nebula", [&](const json& v) { read_nebula(v, config, &unknown, notes); });
-    r.take("activation_checkpointing", [&](const json& v) {
-      if (notes) {
-        notes->push_back("activation_checkpointing = " + v.dump() +
-                         ": not implemented in zeroshard yet; activations are kept");
-      }
-    });
+    r.take("activation_checkpointing",
+           [&](const json& v) { read_activation_checkpointing(v, config, &unknown, notes); });
   }
   if (!unknown.empty()) {
     std::ostringstream list;
@@ -545,7 +584,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
              "; remove them or fix their spelling (zeroshard reads zero_optimization, fp16, bf16, "
              "optimizer, scheduler, gradient_clipping, train_micro_batch_size_per_gpu, "
              "gradient_accumulation_steps, train_batch_size, steps_per_print, "
-             "communication_data_type, seed, checkpoint and nebula)");
+             "communication_data_type, seed, checkpoint, nebula and activation_checkpointing)");
   }
 }
 
@@ -616,6 +655,10 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.max_reductions_in_flight >= 0,
            "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
            c.max_reductions_in_flight);
+  ZS_CHECK(c.checkpoint_every >= 0,
+           "--checkpoint-every must be >= 1 (1 = every unit), or 0 for no activation "
+           "checkpointing, got ",
+           c.checkpoint_every);
   // The naive syncs replace stage 0's all-reduce; the other stages reduce-scatter instead.
   ZS_CHECK(c.ddp_sync == sharding::DdpSync::kBucketed || c.stage == 0, "--ddp-sync ",
            ddp_sync_flag(c.ddp_sync),
@@ -675,6 +718,11 @@ std::string describe(const TrainConfig& c) {
       << c.clip;
   if (c.ddp_sync != sharding::DdpSync::kBucketed) {
     out << ", ddp sync " << ddp_sync_flag(c.ddp_sync);
+  }
+  if (c.checkpoint_every > 0) {
+    out << ", activation checkpointing"
+        << (c.checkpoint_every > 1 ? " every " + std::to_string(c.checkpoint_every) + " units"
+                                   : "");
   }
   if (c.grad_sync != sharding::GradSync::kPerMicroBatch) {
     out << ", grad sync " << grad_sync_flag(c.grad_sync);
@@ -753,6 +801,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
   s.max_reductions_in_flight = c.max_reductions_in_flight;
   s.ddp_sync = c.ddp_sync;
+  s.checkpoint_every = c.checkpoint_every;
   s.grad_sync = c.grad_sync;
 
   OptimizerSettings& o = plan.optimizer;

@@ -114,6 +114,11 @@ struct TrainConfig {
   // gather-scatter (through rank 0). The two naive ones exist for comparison and teaching; every
   // other stage reduce-scatters and refuses them (validate()).
   sharding::DdpSync ddp_sync = sharding::DdpSync::kBucketed;
+  // Activation checkpointing (sharding::ShardingConfig::checkpoint_every; zs-train
+  // --activation-checkpointing, --checkpoint-every K, DeepSpeed's activation_checkpointing
+  // section): 0 = off, k = every k-th unit below the root (1 = every Block) recomputes its
+  // forward in backward. Less activation memory for one more forward of those units; same bits.
+  int checkpoint_every = 0;
   // Stages 0/1: whether a step of several micro-batches reduces each micro-batch's gradients
   // (per-micro-batch, the default: the four stages stay bitwise identical, no memory added) or
   // sums them locally and reduces once (per-step: traffic independent of --grad-accum, stage 1

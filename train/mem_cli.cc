@@ -46,6 +46,9 @@ struct MemArgs {
   int64_t alignment = 16;
   // Overrides of the preset's shape (0: the preset's), as zs-train's flags of the same names.
   int64_t layers = 0, width = 0, heads = 0, vocab_size = 0, context = 0;
+  // Activations of one micro-batch (a GPT preset only): B > 0 prints them; T = 0: the context.
+  int64_t micro_batch = 0, seq_len = 0;
+  int checkpoint_every = 1;  // for the "with checkpointing" figure
 };
 
 // What the flags resolve to.
@@ -56,6 +59,7 @@ struct MemRun {
   std::vector<int> stages;
   std::optional<uint64_t> budget;
   std::vector<std::string> notes;
+  std::optional<models::GptConfig> gpt;  // when the model is a (possibly overridden) preset
 };
 
 std::string with_commas(int64_t value) {
@@ -112,6 +116,7 @@ MemRun resolve(const MemArgs& a) {
                        std::to_string(gpt.n_head) + "; pick a head count that divides the width");
     }
     if (custom) name += " with overrides";
+    run.gpt = gpt;
     run.units = gpt_memory_units(gpt);
     run.label = name + " (" + std::to_string(gpt.n_layer) + " layers, width " +
                 std::to_string(gpt.width) + ", " + std::to_string(gpt.n_head) + " heads, vocab " +
@@ -307,6 +312,33 @@ void print_one_stage(const MemRun& run, std::ostream& out) {
   }
 }
 
+// Activations per layer and the step's peak, without and with activation checkpointing.
+void print_activations(const MemArgs& a, const MemRun& run, std::ostream& out) {
+  if (!run.gpt) {
+    throw UsageError(
+        "--micro-batch estimates a GPT's activations: give a preset (--model), not "
+        "--params");
+  }
+  const models::GptConfig& gpt = *run.gpt;
+  const int64_t seq = a.seq_len > 0 ? a.seq_len : gpt.context;
+  if (seq > gpt.context) {
+    throw UsageError("--seq-len " + std::to_string(seq) + " exceeds the model's context " +
+                     std::to_string(gpt.context));
+  }
+  const DType dtype = run.config.param_dtype;
+  const ActivationEstimate plain = estimate_gpt_activations(gpt, a.micro_batch, seq, dtype, 0);
+  const ActivationEstimate ckpt =
+      estimate_gpt_activations(gpt, a.micro_batch, seq, dtype, a.checkpoint_every);
+  out << "\nActivations of one micro-batch of " << a.micro_batch << " x " << seq << " tokens ("
+      << dtype_name(dtype) << ", per rank, the CPU engine's buffers):\n"
+      << "  per layer: " << bytes(plain.per_layer) << " recorded, "
+      << bytes(plain.per_layer_checkpointed) << " checkpointed (its input only)\n"
+      << "  head (final layernorm, logits and their gradient): " << bytes(plain.head) << "\n"
+      << "  peak: " << bytes(plain.peak) << " without activation checkpointing, "
+      << bytes(ckpt.peak) << " with " << ckpt.checkpointed_layers << " of " << gpt.n_layer
+      << " layers checkpointed (--checkpoint-every " << a.checkpoint_every << ")\n";
+}
+
 void print_budget(const MemRun& run, std::ostream& out) {
   out << "\nLargest GPT preset whose peak fits " << bytes(*run.budget) << " per rank ("
       << run.config.world << " ranks; activations need room besides):\n";
@@ -378,6 +410,17 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--alignment", a.alignment, "shard alignment in elements (default 16)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--micro-batch", a.micro_batch,
+                 "also estimate the activations of B sequences per rank (a preset only)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->excludes(params);
+  app.add_option("--seq-len", a.seq_len,
+                 "with --micro-batch: tokens per sequence (default: context)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--checkpoint-every", a.checkpoint_every,
+                 "with --micro-batch: the activation checkpointing to compare with (default 1: "
+                 "every layer)")
+      ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -402,7 +445,8 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                 : "")
         << ", offload " << offload_kind_name(c.offload) << "\n"
         << "Per-rank device bytes by category: model states, the stage-3 gathered window and "
-           "gradient staging (activations and workspace depend on the batch: not included).\n\n";
+           "gradient staging (activations depend on the batch: --micro-batch estimates them "
+           "below; workspace is not included).\n\n";
     if (run.stages.size() == 1) {
       print_one_stage(run, out);
     } else {
@@ -424,6 +468,7 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
           << ".\n";
     }
     for (const std::string& note : run.notes) out << "note: " << note << "\n";
+    if (a.micro_batch > 0) print_activations(a, run, out);
     if (run.budget) print_budget(run, out);
     return 0;
   } catch (const UsageError& e) {

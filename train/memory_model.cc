@@ -275,6 +275,37 @@ void offload_optimizer(CategoryBytes& device) {
 
 }  // namespace
 
+ActivationEstimate estimate_gpt_activations(const models::GptConfig& config, int64_t batch,
+                                            int64_t seq, DType dtype, int checkpoint_every) {
+  ZS_CHECK(batch >= 1 && seq >= 1 && seq <= config.context,
+           "activation estimate: the micro-batch must be >= 1 and the sequence length in [1, "
+           "context ",
+           config.context, "], got ", batch, " and ", seq);
+  ZS_CHECK(checkpoint_every >= 0, "activation estimate: checkpoint_every must be >= 0, got ",
+           checkpoint_every);
+  const uint64_t n = static_cast<uint64_t>(batch * seq);
+  const uint64_t p = dtype_size(dtype);
+  const uint64_t nc = n * static_cast<uint64_t>(config.width) * p;
+  const uint64_t row_stat = 4 * n;  // one fp32 value per row
+  ActivationEstimate e;
+  e.per_layer = 16 * nc + 4 * row_stat +
+                4 * static_cast<uint64_t>(batch * config.n_head * seq);  // + attention lse
+  e.per_layer_checkpointed = nc;
+  e.head = 2 * nc + 4 * row_stat + 2 * n * static_cast<uint64_t>(config.vocab_size) * p + 8;
+  uint64_t kept = 0;  // by the blocks before the current one
+  uint64_t in_backward = 0;
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    const bool checkpointed = sharding::checkpoints_unit(l, checkpoint_every);
+    // The block's backward at the MLP's output projection (the loss tensor is still held).
+    const uint64_t in_flight = (checkpointed ? 7 : 6) * nc + 4;
+    in_backward = std::max(in_backward, kept + e.per_layer + in_flight);
+    kept += checkpointed ? e.per_layer_checkpointed : e.per_layer;
+    e.checkpointed_layers += checkpointed ? 1 : 0;
+  }
+  e.peak = std::max(kept + e.head, in_backward);
+  return e;
+}
+
 MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
                                const MemoryModelConfig& config) {
   // What the stage keeps: the same decisions ShardedModel asks (sharding/stage_policy.h). It

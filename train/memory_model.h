@@ -161,6 +161,36 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
                                const MemoryModelConfig& config);
 
+// Activations of one micro-batch of a GPT (the default wrap policy: each Block a unit), B
+// sequences of T tokens in `dtype` (the compute dtype): the peak of the category activations
+// during a forward and backward, as the CPU engine allocates it. With N = B·T, C the width, V the
+// vocabulary, H the heads, p = size of dtype, and row statistics in fp32:
+//   a recorded block keeps 16·N·C·p — its input, both layernorms' outputs, qkv (3), the
+//     attention's output, the residual, the MLP's hidden pre- and post-GELU (4 + 4) — plus
+//     16·N (the layernorms' mean and rstd) and 4·B·H·T (the attention's log-sum-exp);
+//   a checkpointed block keeps its input, N·C·p;
+//   the head holds the final layernorm's input and output, its statistics, the logits and, at
+//     the start of backward, their gradient: 2·N·C·p + 16·N + 2·N·V·p (+ 8 bytes: the loss and
+//     its seed gradient).
+// The peak is the larger of (a) every block's keep plus the head (the start of backward) and
+// (b) for each block l, the keep of the blocks before it, its own recorded activations and
+// what its backward holds at once at the MLP's output projection (the incoming gradient, the
+// projection's output gradient, the hidden gradient 4: 6·N·C·p, and one more for a
+// checkpointed block's recomputed output). GPT-2's vocabulary makes (a) the peak; a narrow
+// vocabulary or a checkpointed wide block makes (b). Which blocks are checkpointed:
+// sharding/unit_plan.h checkpoints_unit. Measured equal to the byte on the CPU (tests/train/
+// engine_test.cc); a GPU's fused kernels may hold other temporaries.
+struct ActivationEstimate {
+  uint64_t per_layer = 0;               // a recorded block's kept activations
+  uint64_t per_layer_checkpointed = 0;  // a checkpointed block's: its input
+  uint64_t head = 0;                    // final layernorm, logits and their gradient, the loss
+  int checkpointed_layers = 0;
+  uint64_t peak = 0;
+};
+// Throws InvalidArgument for batch < 1, seq outside [1, context] or checkpoint_every < 0.
+ActivationEstimate estimate_gpt_activations(const models::GptConfig& config, int64_t batch,
+                                            int64_t seq, DType dtype, int checkpoint_every);
+
 // The ZeRO paper's per-rank model-state bytes for Ψ parameters over N ranks, with p bytes per
 // parameter and gradient (2 in mixed precision, 4 in fp32) and K bytes of optimizer-side state
 // (fp32 master 4 when p = 2, plus the optimizer's state): stage 0 (2p+K)Ψ, 1 2pΨ + KΨ/N,

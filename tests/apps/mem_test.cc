@@ -175,5 +175,34 @@ TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
   }
 }
 
+// --micro-batch adds the activations per layer and the peak, without and with checkpointing,
+// from the memory model (whose figures tests/train/engine_test.cc checks against a run).
+TEST(ZsMem, ActivationsPerLayerWithAndWithoutCheckpointing) {
+  const Result r = run({"--model", "gpt2", "--zero-stage", "0", "--micro-batch", "4", "--seq-len",
+                        "1024", "--checkpoint-every", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const models::GptConfig gpt = models::gpt_preset("gpt2");
+  const ActivationEstimate plain = estimate_gpt_activations(gpt, 4, 1024, DType::kF32, 0);
+  const ActivationEstimate every_second = estimate_gpt_activations(gpt, 4, 1024, DType::kF32, 2);
+  EXPECT_TRUE(contains(r.out, "per layer: " + format_bytes(plain.per_layer) + " recorded, " +
+                                  format_bytes(plain.per_layer_checkpointed) + " checkpointed"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "peak: " + format_bytes(plain.peak) +
+                                  " without activation checkpointing, " +
+                                  format_bytes(every_second.peak) + " with 6 of 12 layers"))
+      << r.out;
+  EXPECT_EQ(every_second.checkpointed_layers, 6);
+  EXPECT_LT(every_second.peak, plain.peak);
+  // GPT-2 124M at B = 4, T = 1024: 16·N·C floats a layer, the logits and their gradient.
+  EXPECT_EQ(plain.per_layer, 16u * 4096 * 768 * 4 + 16u * 4096 + 4u * 4 * 12 * 1024);
+  EXPECT_EQ(plain.per_layer_checkpointed, 4096u * 768 * 4);
+  // Bare parameter counts have no layers to estimate; a sequence beyond the context is refused.
+  const Result bare = run({"--params", "1B", "--micro-batch", "4"});
+  EXPECT_EQ(bare.code, 2);
+  const Result long_seq = run({"--model", "gpt2", "--micro-batch", "1", "--seq-len", "4096"});
+  EXPECT_EQ(long_seq.code, 2);
+  EXPECT_TRUE(contains(long_seq.err, "context 1024")) << long_seq.err;
+}
+
 }  // namespace
 }  // namespace zs::train

@@ -114,6 +114,54 @@ TEST(Autograd, EarlierNodesSeeLaterSavedTensorsFreed) {
   EXPECT_EQ(x.grad().defined(), false);  // "measure" wrote no gradient for x
 }
 
+TEST(Autograd, CheckpointRecordsOneNodeAndRecomputesInBackward) {
+  MemoryTracker tracker;
+  CpuAllocator allocator(&tracker);
+  Tensor x = Tensor::zeros({3}, DType::kF32, allocator, "x");
+  x.copy_from({1, 2, 3});
+  x.set_requires_grad(true);
+  int calls = 0;
+  size_t tape_seen_inside = 99;
+  const auto fn = [&](const Tensor& in) {
+    ++calls;
+    Tensor h = scaled(in, 2.0f);
+    tape_seen_inside = current_tape().size();
+    return scaled(h, 5.0f);
+  };
+  // Without grad mode it is the function, run once, recording nothing.
+  {
+    NoGradScope no_grad;
+    EXPECT_EQ(checkpoint_activations("f", x, fn).to_vector(), (std::vector<float>{10, 20, 30}));
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(current_tape().size(), 0u);
+  }
+  calls = 0;
+  Tensor y = checkpoint_activations("f", x, fn);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(tape_seen_inside, 0u);  // the forward inside recorded nothing
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{10, 20, 30}));
+  Tensor loss = summed(y);
+  EXPECT_EQ(current_tape().size(), 2u);  // "checkpoint f" and "sum"
+  backward(loss);
+  EXPECT_EQ(calls, 2);              // recomputed once, in backward
+  EXPECT_EQ(tape_seen_inside, 1u);  // on a tape of its own: the first scaled
+  EXPECT_EQ(current_tape().size(), 0u);
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{10, 10, 10}));
+  // A gradient the input already has is added to, as a recorded function would.
+  backward(summed(checkpoint_activations("f", x, fn)));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{20, 20, 20}));
+  // Returning a value that requires grad from outside is refused by name.
+  Tensor outside = Tensor::zeros({3}, DType::kF32, allocator, "w").set_requires_grad(true);
+  try {
+    checkpoint_activations("g", x, [&](const Tensor&) { return outside; });
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint 'g'"), std::string::npos) << e.what();
+  }
+  current_tape().clear();
+}
+
 TEST(Autograd, GradModeScopeStopsRecording) {
   CpuAllocator allocator(nullptr);
   Tensor x = Tensor::zeros({2}, DType::kF32, allocator, "x").set_requires_grad(true);

@@ -1,7 +1,8 @@
 // The BERT-style classifier under ShardedModel on the local backend: the default wrap policy
 // makes each encoder block a unit and the root takes the rest; ZeRO stages 0–3 at equal world
 // size give bitwise-identical parameters, losses and accuracy counts after a few AdamW steps;
-// world sizes 2 and 4 agree with one rank within fp32 tolerance.
+// world sizes 2 and 4 agree with one rank within fp32 tolerance; activation checkpointing
+// changes no bit.
 //
 // The training loop of tests/sharding/sharding_test_util.h is written for the GPT's
 // (ids, targets) batch, so this file has its own for (ids, lengths, labels): the same fixed
@@ -201,6 +202,20 @@ TEST(BertSharding, Bf16ComputeTrainsCloseToFp32) {
     EXPECT_NEAR(run.losses[s], reference.losses[s], 2e-2 * reference.losses[s]) << "step " << s;
   }
   EXPECT_LT(run.losses.back(), run.losses.front());
+}
+
+// Checkpointed blocks are recomputed in backward with the padding lengths the model left
+// installed (models/layers.h PaddingState): the same bits as without checkpointing.
+TEST(BertSharding, ActivationCheckpointingIsBitwiseIdentical) {
+  for (int stage : {0, 3}) {
+    const BertRun reference = train_bert(2, stage, 4);
+    ShardingConfig checkpointed;
+    checkpointed.checkpoint_every = 1;
+    const BertRun run = train_bert(2, stage, 4, checkpointed);
+    EXPECT_EQ(run.losses, reference.losses) << "stage " << stage;
+    EXPECT_EQ(run.params, reference.params) << "stage " << stage;
+    EXPECT_EQ(run.correct, reference.correct) << "stage " << stage;
+  }
 }
 
 TEST(BertSharding, FitsTheFixedBatchUnderZero3) {

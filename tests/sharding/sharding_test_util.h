@@ -226,13 +226,14 @@ double max_difference(const Run& a, const Run& b) {
 // collective. And the step moves
 // the bytes of the architecture table: 2Ψ·(N−1)/N for stages 0–2, 3Ψ·(N−1)/N for stage 3 (in
 // bytes of fp32), its all-gathers copying only what in-place gathers leave to copy (see below).
-// Resets comm.stats(). Every rank of `comm` calls it.
-inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int stage) {
+// Resets comm.stats(). Every rank of `comm` calls it. `config` gives the settings besides the
+// stage that must not change these figures (activation checkpointing).
+inline void expect_memory_and_traffic_formulas(comm::Communicator& comm, int stage,
+                                               ShardingConfig config = {}) {
   const int world = comm.size();
   MemoryTracker tracker;
   CpuAllocator allocator(&tracker);
   models::Gpt model(uneven_config());
-  ShardingConfig config;
   config.stage = stage;
   ShardedModel sharded(model, comm, allocator, config);
   uint64_t padded = 0;

@@ -1,7 +1,7 @@
 // zs-train's flags that decide the ZeRO stage: --strategy, --zero-stage and the DeepSpeed
 // config's zero_optimization.stage. Flags that restate one stage agree; any two of them that
 // disagree are an error naming both values.
-// And --ddp-sync, stage 0's gradient sync.
+// And --ddp-sync, stage 0's gradient sync; activation checkpointing's flags and DeepSpeed keys.
 #include "train/cli.h"
 
 #include <gtest/gtest.h>
@@ -149,6 +149,61 @@ TEST(DdpSyncFlag, NaiveSyncsNeedStageZeroAndGatherScatterTheCpu) {
   EXPECT_NE(bad.find("'ring' is not one of bucketed, per-tensor, gather-scatter"),
             std::string::npos)
       << bad;
+}
+
+TEST(ActivationCheckpointingFlags, EveryUnitOrEveryKthReachesTheShardingConfig) {
+  EXPECT_EQ(parse({}).checkpoint_every, 0);  // off by default
+  EXPECT_EQ(parse({"--activation-checkpointing"}).checkpoint_every, 1);
+  EXPECT_EQ(parse({"--checkpoint-every", "3"}).checkpoint_every, 3);
+  EXPECT_EQ(parse({"--activation-checkpointing", "--checkpoint-every", "2"}).checkpoint_every, 2);
+  const TrainConfig c = parse({"--checkpoint-every", "2"});
+  EXPECT_NO_THROW(validate(c, 1));
+  EXPECT_EQ(translate(c, 0, 1).sharding.checkpoint_every, 2);
+  EXPECT_NE(describe(c).find("activation checkpointing every 2 units"), std::string::npos)
+      << describe(c);
+  const std::string negative = parse_error({"--checkpoint-every", "-1"});
+  EXPECT_NE(negative.find("--checkpoint-every"), std::string::npos) << negative;
+}
+
+TEST(ActivationCheckpointingFlags, TheDeepSpeedSectionTurnsItOnAndExplainsItsKeys) {
+  TrainConfig c;
+  std::vector<std::string> notes;
+  apply_deepspeed_json(R"({"activation_checkpointing": {"partition_activations": true,
+                           "cpu_checkpointing": true, "contiguous_memory_optimization": false,
+                           "number_checkpoints": 12, "synchronize_checkpoint_boundary": false,
+                           "profile": false}})",
+                       "ds.json", c, &notes);
+  EXPECT_EQ(c.checkpoint_every, 1);
+  std::string all;
+  for (const std::string& note : notes) all += note + "\n";
+  EXPECT_EQ(all.find("not implemented"), std::string::npos) << all;
+  for (const char* key : {"partition_activations", "cpu_checkpointing = true: not available",
+                          "contiguous_memory_optimization", "number_checkpoints",
+                          "synchronize_checkpoint_boundary", "profile"}) {
+    EXPECT_NE(all.find(std::string("activation_checkpointing.") + key), std::string::npos)
+        << key << "\n"
+        << all;
+  }
+  // An unknown key inside is an error naming it; a wrong type too.
+  TrainConfig d;
+  const std::string unknown = error_message<InvalidArgument>([&] {
+    apply_deepspeed_json(R"({"activation_checkpointing": {"partition_activation": true}})",
+                         "ds.json", d, nullptr);
+  });
+  EXPECT_NE(unknown.find("activation_checkpointing.partition_activation"), std::string::npos)
+      << unknown;
+  const std::string wrong = error_message<InvalidArgument>([&] {
+    apply_deepspeed_json(R"({"activation_checkpointing": {"number_checkpoints": "all"}})",
+                         "ds.json", d, nullptr);
+  });
+  EXPECT_NE(wrong.find("activation_checkpointing.number_checkpoints"), std::string::npos) << wrong;
+  // The flag chooses fewer units than the section's every unit.
+  ScratchDir dir;
+  const std::string ds = dir.path("ds.json");
+  write_text(ds, R"({"activation_checkpointing": {}})");
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str()}).checkpoint_every, 1);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--checkpoint-every", "4"}).checkpoint_every, 4);
+  EXPECT_EQ(parse({"--deepspeed", ds.c_str(), "--checkpoint-every", "0"}).checkpoint_every, 0);
 }
 
 }  // namespace

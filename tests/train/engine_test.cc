@@ -137,6 +137,58 @@ TEST_F(Engine, TrafficAndMemoryFollowTheStage) {
   }
 }
 
+// --activation-checkpointing through the whole engine: the same losses, gradient norms and
+// evaluation, the same traffic, a lower activation peak.
+TEST_F(Engine, ActivationCheckpointingKeepsTheBitsAndTheTrafficAndLowersTheActivationPeak) {
+  TrainConfig c = tiny_run(path_);
+  c.n_layer = 4;
+  c.steps = 4;
+  c.eval_batches = 2;
+  const TrainResult plain = run_training(c);
+  c.checkpoint_every = 1;
+  const TrainResult ckpt = run_training(c);
+  ASSERT_EQ(ckpt.steps.size(), plain.steps.size());
+  for (size_t s = 0; s < plain.steps.size(); ++s) {
+    EXPECT_EQ(ckpt.steps[s].loss, plain.steps[s].loss) << s;
+    EXPECT_EQ(ckpt.steps[s].grad_norm, plain.steps[s].grad_norm) << s;
+  }
+  EXPECT_EQ(ckpt.evals.back().loss, plain.evals.back().loss);
+  EXPECT_EQ(ckpt.bytes_sent, plain.bytes_sent);
+  const int activations = static_cast<int>(MemoryCategory::kActivations);
+  EXPECT_LT(ckpt.peak_max[activations], plain.peak_max[activations]);
+}
+
+// zs-mem's activation estimate is what the run measures (the issue asks for 5%; on the CPU it is
+// the byte), without and with checkpointing, where the head or a block's backward is the peak.
+TEST_F(Engine, ZsMemActivationEstimateMatchesWhatTheRunMeasures) {
+  struct Case {
+    int64_t layers, width, micro_batch;
+    DType precision;
+    int checkpoint_every;
+  };
+  for (const Case k : {Case{2, 32, 4, DType::kF32, 0}, Case{2, 32, 4, DType::kF32, 1},
+                       Case{3, 64, 2, DType::kBF16, 2}, Case{2, 256, 2, DType::kF32, 0},
+                       Case{4, 32, 4, DType::kBF16, 1}}) {
+    TrainConfig c = tiny_run(path_);
+    c.n_layer = k.layers;
+    c.width = k.width;
+    c.micro_batch = k.micro_batch;
+    c.precision = k.precision;
+    c.checkpoint_every = k.checkpoint_every;
+    c.steps = 1;
+    c.eval_batches = 1;
+    const TrainResult r = run_training(c);
+    const models::GptConfig gpt = resolve_model_config(c);
+    const ActivationEstimate e =
+        estimate_gpt_activations(gpt, k.micro_batch, gpt.context, k.precision, k.checkpoint_every);
+    const double measured =
+        static_cast<double>(r.peak_max[static_cast<int>(MemoryCategory::kActivations)]);
+    EXPECT_NEAR(static_cast<double>(e.peak), measured, 0.05 * measured)
+        << "layers " << k.layers << ", width " << k.width << ", B " << k.micro_batch << ", "
+        << dtype_name(k.precision) << ", checkpoint_every " << k.checkpoint_every;
+  }
+}
+
 // zs-mem's numbers are what zs-train measures: the model-state categories' peaks exactly, the
 // gradients within the estimator's bounds (they depend on when reductions finish).
 TEST_F(Engine, ZsMemEstimateMatchesWhatTheRunMeasures) {
