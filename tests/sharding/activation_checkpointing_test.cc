@@ -169,7 +169,8 @@ std::vector<RankRun> run_dropout_net(int world, int stage, DType dtype, int chec
 // Bit patterns, so that -0 vs +0 and NaN payloads count as differences.
 std::vector<uint32_t> bits(const std::vector<float>& values) {
   std::vector<uint32_t> out(values.size());
-  std::memcpy(out.data(), values.data(), values.size() * sizeof(float));
+  // An empty vector's data() may be null, which memcpy must not be given (UBSan), even for 0.
+  if (!values.empty()) std::memcpy(out.data(), values.data(), values.size() * sizeof(float));
   return out;
 }
 
