@@ -4,7 +4,10 @@
 // T = 64 and 256 (target: >= 50% of the GEMM peak), 1 rank at ZeRO-3 against ZeRO-0 (target:
 // <= 1.01x the step time; one rank shards nothing), then ZeRO stages 0-3 on 2 local ranks of one
 // core each, and the scaling table (ranks 1, 2; throughput per rank; speedup), printed and
-// written as markdown and SVG. Synthetic random tokens. Prints; never asserts.
+// written as markdown and SVG; last, the gradient traffic of one optimizer step at stage 0 on 2
+// ranks with 1 and 8 micro-batches, reduced per micro-batch and once per step (--grad-sync
+// per-step: the bytes must not grow with the micro-batches). Synthetic random tokens. Prints;
+// never asserts.
 //
 // Usage: zs-bench-train [steps=4] [preset=gpt2] [out_prefix=zs-bench-train]
 #include <unistd.h>
@@ -21,6 +24,7 @@
 #include "models/gpt_presets.h"
 #include "ops/cpu/gemm.h"
 #include "runtime/rng.h"
+#include "train/config.h"
 #include "train/engine.h"
 #include "train/svg_chart.h"
 
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Row> rows;
-  auto run = [&](const std::string& label, int ranks, int stage, int64_t seq) {
+  auto config = [&](int ranks, int stage, int64_t seq) {
     zs::train::TrainConfig c;
     c.model = preset;
     c.data = data;
@@ -100,7 +104,10 @@ int main(int argc, char** argv) {
     c.steps = steps;
     c.log_interval = 1000000;
     c.progress = false;
-    const zs::train::TrainResult r = zs::train::run_training(c);
+    return c;
+  };
+  auto run = [&](const std::string& label, int ranks, int stage, int64_t seq) {
+    const zs::train::TrainResult r = zs::train::run_training(config(ranks, stage, seq));
     std::vector<double> ms;
     for (size_t s = 1; s < r.steps.size(); ++s) ms.push_back(r.steps[s].ms);
     std::sort(ms.begin(), ms.end());
@@ -115,6 +122,25 @@ int main(int argc, char** argv) {
   run("1 rank fp32", 1, 0, 256);
   for (int stage = 0; stage <= 3; ++stage) {
     run("2 ranks, ZeRO-" + std::to_string(stage), 2, stage, 64);
+  }
+  // Gradient traffic per optimizer step (the last step's, rank 0) at stage 0, 2 ranks, T=64.
+  struct Traffic {
+    int64_t accum;
+    zs::sharding::GradSync sync;
+    uint64_t bytes = 0;
+    uint64_t formula = 0;
+  };
+  std::vector<Traffic> traffic = {{1, zs::sharding::GradSync::kPerMicroBatch},
+                                  {8, zs::sharding::GradSync::kPerMicroBatch},
+                                  {8, zs::sharding::GradSync::kPerStep}};
+  for (Traffic& t : traffic) {
+    zs::train::TrainConfig c = config(2, 0, 64);
+    c.steps = 2;
+    c.grad_accum = t.accum;
+    c.grad_sync = t.sync;
+    const zs::train::TrainResult r = zs::train::run_training(c);
+    t.bytes = r.bytes_sent;
+    t.formula = r.formula_bytes_sent;
   }
   std::remove(data.c_str());
 
@@ -160,5 +186,16 @@ int main(int argc, char** argv) {
   chart.width = std::max(760, 260 + 120 * static_cast<int>(chart.categories.size()));
   std::ofstream(out + ".svg") << zs::train::bar_chart_svg(chart);
   std::printf("\nscaling table: %s.md, chart: %s.svg\n", out.c_str(), out.c_str());
+
+  std::printf(
+      "\ngradient traffic of one optimizer step, ZeRO-0 on 2 ranks, rank 0 (sent; the formula's "
+      "bytes; target: per-step sync sends at 8 micro-batches what 1 micro-batch sends)\n");
+  for (const Traffic& t : traffic) {
+    std::printf("  --grad-accum %lld --grad-sync %-16s %12s  (formula %s)\n",
+                static_cast<long long>(t.accum), zs::train::grad_sync_flag(t.sync).c_str(),
+                zs::format_bytes(t.bytes).c_str(), zs::format_bytes(t.formula).c_str());
+  }
+  std::printf("  per-step at 8 / per-micro-batch at 1: %.3fx\n",
+              static_cast<double>(traffic[2].bytes) / static_cast<double>(traffic[0].bytes));
   return 0;
 }
