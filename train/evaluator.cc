@@ -2,12 +2,12 @@
 #include "train/evaluator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "runtime/autograd.h"
+#include "runtime/clock.h"
 #include "runtime/logging.h"
 
 namespace zs::train {
@@ -34,11 +34,7 @@ void Evaluator::evaluate(int64_t after_steps, int64_t rows) {
   NoGradScope no_grad;
   MemoryCategoryScope activations(MemoryCategory::kActivations);
   EvalSums mine;
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
-  const auto predict_start = Clock::now();
+  const auto predict_start = SteadyClock::now();
   for (int64_t b = 0; b < batches; ++b) {
     std::vector<int64_t> share;
     for (int64_t i = 0; i < rows; ++i) {
@@ -53,7 +49,7 @@ void Evaluator::evaluate(int64_t after_steps, int64_t rows) {
     mine.metric_seconds += sums.metric_seconds;
   }
   const double evaluate_seconds = seconds_since(predict_start);
-  const auto broadcast_start = Clock::now();
+  const auto broadcast_start = SteadyClock::now();
   const std::vector<double> sums =
       sum_over_ranks(rank_.comm, rank_.compute, {mine.loss_sum, mine.count, mine.correct});
   const double broadcast_seconds = seconds_since(broadcast_start);
