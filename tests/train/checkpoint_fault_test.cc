@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -25,6 +24,7 @@
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
+#include "tests/support/step_bits.h"
 #include "train/config.h"
 #include "train/engine.h"
 
@@ -44,12 +44,6 @@ TrainConfig saving_run(const std::string& corpus, const std::string& checkpoints
   c.checkpoint_dir = checkpoints;
   c.checkpoint_interval = 3;
   return c;
-}
-
-uint32_t bits(float value) {
-  uint32_t b;
-  std::memcpy(&b, &value, sizeof(b));
-  return b;
 }
 
 // The step directory's files have the sizes and checksums its meta.json records.
@@ -128,11 +122,7 @@ TEST_P(CheckpointFaults, TheRunStopsNamingTheFileAndStep3ResumesToTheSameLosses)
   const TrainResult second = run_training(resumed);
   ASSERT_EQ(second.steps.size(), static_cast<size_t>(kSteps - 3));
   for (size_t i = 0; i < second.steps.size(); ++i) {
-    const StepRecord& a = full.steps[3 + i];
-    const StepRecord& b = second.steps[i];
-    EXPECT_EQ(a.step, b.step);
-    EXPECT_EQ(bits(a.loss), bits(b.loss))
-        << "step " << a.step << ": " << a.loss << " vs " << b.loss;
+    zs::testing::expect_same_step_bits(full.steps[3 + i], second.steps[i]);
   }
   EXPECT_EQ(checkpoint::read_latest(checkpoints), "step-000006");
   expect_verifies(checkpoints + "/step-000006");

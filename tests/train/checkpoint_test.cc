@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -38,6 +37,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
+#include "tests/support/step_bits.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -76,28 +76,13 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-uint32_t bits(float value) {
-  uint32_t b;
-  std::memcpy(&b, &value, sizeof(b));
-  return b;
-}
-
 // The resumed run's records equal the full run's from `from` on, bit for bit (a skipped fp16
 // step's NaN gradient norm included).
 void expect_same_steps(const std::vector<StepRecord>& full, const std::vector<StepRecord>& resumed,
                        int64_t from) {
   ASSERT_EQ(resumed.size(), full.size() - static_cast<size_t>(from));
   for (size_t i = 0; i < resumed.size(); ++i) {
-    const StepRecord& a = full[static_cast<size_t>(from) + i];
-    const StepRecord& b = resumed[i];
-    EXPECT_EQ(a.step, b.step);
-    EXPECT_EQ(bits(a.loss), bits(b.loss))
-        << "step " << a.step << ": " << a.loss << " vs " << b.loss;
-    EXPECT_EQ(bits(a.grad_norm), bits(b.grad_norm))
-        << "step " << a.step << ": " << a.grad_norm << " vs " << b.grad_norm;
-    EXPECT_EQ(bits(a.lr), bits(b.lr)) << "step " << a.step;
-    EXPECT_EQ(bits(a.loss_scale), bits(b.loss_scale)) << "step " << a.step;
-    EXPECT_EQ(a.skipped, b.skipped) << "step " << a.step;
+    zs::testing::expect_same_step_bits(full[static_cast<size_t>(from) + i], resumed[i]);
   }
 }
 

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
+#include "tests/support/step_bits.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -35,19 +35,10 @@ using zs::testing::read_bytes;
 using zs::testing::ScratchDir;
 using zs::testing::write_text;
 
-uint32_t bits(float value) {
-  uint32_t b;
-  std::memcpy(&b, &value, sizeof(b));
-  return b;
-}
-
 void expect_same_steps(const TrainResult& a, const TrainResult& b, const std::string& what) {
   ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
   for (size_t i = 0; i < a.steps.size(); ++i) {
-    EXPECT_EQ(bits(a.steps[i].loss), bits(b.steps[i].loss)) << what << " step " << i;
-    EXPECT_EQ(bits(a.steps[i].grad_norm), bits(b.steps[i].grad_norm)) << what << " step " << i;
-    EXPECT_EQ(bits(a.steps[i].loss_scale), bits(b.steps[i].loss_scale)) << what << " step " << i;
-    EXPECT_EQ(a.steps[i].skipped, b.steps[i].skipped) << what << " step " << i;
+    zs::testing::expect_same_step_bits(a.steps[i], b.steps[i], what);
   }
 }
 

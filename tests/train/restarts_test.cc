@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <string>
@@ -23,6 +22,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
+#include "tests/support/step_bits.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -46,8 +46,6 @@ size_t process_threads() {
   }
   return n;
 }
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
 
 class Restarts : public ::testing::Test {
  protected:
@@ -85,14 +83,7 @@ class Restarts : public ::testing::Test {
                        const TrainConfig& restarted_config, const TrainResult& restarted) {
     ASSERT_EQ(restarted.steps.size(), full.steps.size());
     for (size_t i = 0; i < full.steps.size(); ++i) {
-      const StepRecord& a = full.steps[i];
-      const StepRecord& b = restarted.steps[i];
-      EXPECT_EQ(a.step, b.step);
-      EXPECT_TRUE(same_bits(a.loss, b.loss))
-          << "step " << a.step << ": " << a.loss << " vs " << b.loss;
-      EXPECT_TRUE(same_bits(a.grad_norm, b.grad_norm))
-          << "step " << a.step << ": " << a.grad_norm << " vs " << b.grad_norm;
-      EXPECT_TRUE(same_bits(a.lr, b.lr)) << "step " << a.step;
+      zs::testing::expect_same_step_bits(full.steps[i], restarted.steps[i]);
     }
     ASSERT_EQ(restarted.evals.size(), full.evals.size());
     EXPECT_EQ(restarted.evals.back().loss, full.evals.back().loss);
