@@ -91,12 +91,17 @@ common=(--text "$text" --device cuda --ranks 1 --seed 7 --log-interval 1 --eval-
 tiny=(--model tiny --layers 4 --width 128 --heads 4 --context 128 --micro-batch 8 --steps 30
       --lr 4e-3 --warmup 10)
 m124=(--model 124M --seq-len 256 --micro-batch 2 --steps 6 --lr 3e-4 --warmup 2)
-if want tiny; then
+every_precision_and_stage() {  # SECONDS ARGS...: zs-train in fp32/bf16/fp16 at stages 0 and 3
+  local limit=$1
+  shift
   for p in fp32 bf16 fp16; do
     for s in 0 3; do
-      step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision $p --zero-stage $s
+      step "$out/train.log" "$limit" "$bin/zs-train" "${common[@]}" "$@" --precision $p --zero-stage $s
     done
   done
+}
+if want tiny; then
+  every_precision_and_stage 60 "${tiny[@]}"
   # Gradients summed on the device over micro-batches, reduced once per step (stages 0 and 1).
   for s in 0 1; do
     step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage $s \
@@ -127,11 +132,7 @@ if want bench; then
 fi
 
 if want m124; then
-  for p in fp32 bf16 fp16; do
-    for s in 0 3; do
-      step "$out/train.log" 90 "$bin/zs-train" "${common[@]}" "${m124[@]}" --precision $p --zero-stage $s
-    done
-  done
+  every_precision_and_stage 90 "${m124[@]}"
 fi
 
 if want profile; then
