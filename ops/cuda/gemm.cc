@@ -39,6 +39,11 @@ CublasHandle::CublasHandle(const zs::cuda::Stream& stream) : stream_(stream) {
   ZS_CUBLAS_CHECK(cublasCreate(&handle_));
   try {
     ZS_CUBLAS_CHECK(cublasSetStream(handle_, stream.get()));
+    // A 16-bit C is rounded once, from the fp32 sum: cuBLAS may otherwise reduce split-k partial
+    // sums in C's type (seen on an H200: fp16 linear+bias outputs 7 fp16 ulps from the CPU's).
+    ZS_CUBLAS_CHECK(cublasSetMathMode(
+        handle_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   } catch (...) {
     ZS_CUBLAS_CHECK_WARN(cublasDestroy(handle_));
     throw;
