@@ -6,7 +6,8 @@
 // Peak: the best of R timed 8192 x 8192 x 8192 bf16 products (fp32 accumulation) through
 // ops/cuda/gemm.h, on random data — the ceiling every other figure is quoted against, measured in
 // the same run. Model shapes: a linear layer's forward (x·Wᵀ) and its two backward products
-// (dY·W, dYᵀ·X) for N tokens (default 16384) per shape of the block and the LM head, bf16. The
+// (dY·W, dYᵀ·X) for N tokens (default 16384) per shape of the block and the LM head, bf16; the LM
+// head once more through ops::linear / ops::matmul, with the padded copies they make. The
 // attention rows time ops::attention forward, and forward + backward through the tape, at the
 // models' (B, T, H, D) in bf16, with ZS_CUDNN_ATTENTION unset (cuDNN) and =0 (the own kernel).
 // Every figure is the median of R runs timed with CUDA events after warm-up. Prints; never asserts.
@@ -25,6 +26,7 @@
 #include "ops/attention.h"
 #include "ops/cuda/gemm.h"
 #include "ops/elementwise.h"
+#include "ops/linear.h"
 #include "runtime/autograd.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/check.h"
@@ -164,6 +166,24 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.out), tflops(flops, fwd), tflops(flops, dx),
                   tflops(flops, dw), 100.0 * tflops(3 * flops, fwd + dx + dw) / peak);
     }
+    // The LM head as the model runs it: its three products through ops::linear / ops::matmul,
+    // which pad the unaligned vocabulary dimension (ops/cuda/linear_entries.cc), copies included.
+    const double flops = 2.0 * tokens * c * vocab;
+    Tensor x = bench.random({tokens, c}, DType::kBF16);
+    Tensor w = bench.random({vocab, c}, DType::kBF16);
+    Tensor dy = bench.random({tokens, vocab}, DType::kBF16);
+    zs::NoGradScope no_grad;
+    const double fwd =
+        median_ms(bench.stream.get(), 2, repeats, [&] { (void)zs::ops::linear(x, w); });
+    const double dx =
+        median_ms(bench.stream.get(), 2, repeats, [&] { (void)zs::ops::matmul(dy, w); });
+    const double dw =
+        median_ms(bench.stream.get(), 2, repeats, [&] { (void)zs::ops::matmul(dy, x, true); });
+    std::printf(
+        "%-6s %-10s %6lld %6lld %6lld  %9.0f %9.0f %9.0f  %.0f%%  (through the ops, padded)\n",
+        model.name, "lm_head", static_cast<long long>(tokens), static_cast<long long>(c),
+        static_cast<long long>(vocab), tflops(flops, fwd), tflops(flops, dx), tflops(flops, dw),
+        100.0 * tflops(3 * flops, fwd + dx + dw) / peak);
   }
 
   std::printf("\nattention, bf16, causal (ms; median of %d)\n", repeats);
