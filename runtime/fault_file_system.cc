@@ -190,15 +190,30 @@ File FaultFileSystem::create(const std::string& path, bool exclusive) const {
   return base().create(path, exclusive);
 }
 
-size_t FaultFileSystem::write_through(File& file, const void* bytes, size_t count,
-                                      int64_t offset) const {
+size_t FaultFileSystem::admitted_write(File& file, size_t count, int64_t offset) const {
   const Decision decision = decide(FileOp::kWrite, file.path(), count);
   if (decision.fires) {
     // The error names the byte it failed at, as a real write's does: the file's position.
     apply(decision, FileOp::kWrite, file.path(),
           offset >= 0 ? offset : static_cast<int64_t>(::lseek(file.fd(), 0, SEEK_CUR)));
   }
-  const size_t allowed = static_cast<size_t>(std::min<uint64_t>(decision.allowed_bytes, count));
+  return static_cast<size_t>(std::min<uint64_t>(decision.allowed_bytes, count));
+}
+
+size_t FaultFileSystem::admitted_read(const std::string& path, uint64_t offset,
+                                      size_t count) const {
+  const Decision decision = decide(FileOp::kRead, path);
+  if (decision.fires && decision.action == FaultAction::kShortRead) {
+    if (offset >= decision.allowed_bytes) return 0;
+    return static_cast<size_t>(std::min<uint64_t>(count, decision.allowed_bytes - offset));
+  }
+  apply(decision, FileOp::kRead, path, static_cast<int64_t>(offset));
+  return count;
+}
+
+size_t FaultFileSystem::write_through(File& file, const void* bytes, size_t count,
+                                      int64_t offset) const {
+  const size_t allowed = admitted_write(file, count, offset);
   return offset >= 0 ? base().pwrite_some(file, bytes, allowed, static_cast<uint64_t>(offset))
                      : base().write_some(file, bytes, allowed);
 }
@@ -213,14 +228,8 @@ size_t FaultFileSystem::pwrite_some(File& file, const void* bytes, size_t count,
 }
 
 size_t FaultFileSystem::pread_some(File& file, void* bytes, size_t count, uint64_t offset) const {
-  const Decision decision = decide(FileOp::kRead, file.path());
-  if (decision.fires && decision.action == FaultAction::kShortRead) {
-    if (offset >= decision.allowed_bytes) return 0;
-    count = static_cast<size_t>(std::min<uint64_t>(count, decision.allowed_bytes - offset));
-  } else {
-    apply(decision, FileOp::kRead, file.path(), static_cast<int64_t>(offset));
-  }
-  return base().pread_some(file, bytes, count, offset);
+  count = admitted_read(file.path(), offset, count);
+  return count == 0 ? 0 : base().pread_some(file, bytes, count, offset);
 }
 
 void FaultFileSystem::sync(File& file) const {
@@ -236,6 +245,29 @@ void FaultFileSystem::close(File& file) const {
   }
   apply(decision, FileOp::kClose, file.path());
   base().close(file);
+}
+
+File FaultFileSystem::create_for_swap(const std::string& path, bool direct) const {
+  apply(decide(FileOp::kCreate, path), FileOp::kCreate, path);
+  return base().create_for_swap(path, direct);
+}
+
+void FaultFileSystem::allocate(File& file, uint64_t bytes) const {
+  // A reservation of `bytes` is a write of them as far as a full disk goes: a write rule's
+  // after_bytes counts them, and one that fires fails the whole reservation.
+  const Decision decision = decide(FileOp::kWrite, file.path(), bytes);
+  if (decision.fires || decision.allowed_bytes < bytes) {
+    throw_file_error("fallocate", file.path(), decision.fires ? decision.error_number : ENOSPC, 0);
+  }
+  base().allocate(file, bytes);
+}
+
+size_t FaultFileSystem::admit_io(File& file, FileOp op, uint64_t offset, size_t count) const {
+  ZS_CHECK(op == FileOp::kRead || op == FileOp::kWrite, "admit_io takes a read or a write, not ",
+           file_op_name(op));
+  count = op == FileOp::kWrite ? admitted_write(file, count, static_cast<int64_t>(offset))
+                               : admitted_read(file.path(), offset, count);
+  return base().admit_io(file, op, offset, count);
 }
 
 detail::MappedFile FaultFileSystem::map(const std::string& path, const char* what) const {

@@ -79,6 +79,9 @@ class FaultFileSystem final : public FileSystemWrapper {
   size_t pread_some(File& file, void* bytes, size_t count, uint64_t offset) const override;
   void sync(File& file) const override;
   void close(File& file) const override;
+  File create_for_swap(const std::string& path, bool direct) const override;
+  void allocate(File& file, uint64_t bytes) const override;
+  size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override;
   detail::MappedFile map(const std::string& path, const char* what) const override;
   void rename(const std::string& from, const std::string& to) const override;
   void remove_file(const std::string& path) const override;
@@ -109,6 +112,10 @@ class FaultFileSystem final : public FileSystemWrapper {
              int64_t offset = -1) const {
     apply(decision, file_op_name(op), path, offset);
   }
+  // The bytes the rules let a write of `count` at `offset` (-1: the file's position) move, or a
+  // read of `count` at `offset` show; both throw a failure the rules decide.
+  size_t admitted_write(File& file, size_t count, int64_t offset) const;
+  size_t admitted_read(const std::string& path, uint64_t offset, size_t count) const;
   size_t write_through(File& file, const void* bytes, size_t count, int64_t offset) const;
 
   mutable std::mutex mutex_;

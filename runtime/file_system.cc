@@ -268,6 +268,37 @@ size_t PosixFileSystem::pread_some(File& file, void* bytes, size_t count, uint64
   }
 }
 
+File PosixFileSystem::create_for_swap(const std::string& path, bool direct) const {
+  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0);
+  detail::FileDescriptor fd(::open(path.c_str(), flags, 0600));
+  if (!fd.valid()) {
+    const int error = errno;
+    std::string advice;
+    if (direct && error == EINVAL) {
+      advice =
+          "this filesystem does not take O_DIRECT (tmpfs and some overlay filesystems refuse "
+          "it): put the swap directory (--nvme-path) on a disk filesystem such as ext4 or xfs";
+    } else if (error == ENOENT || error == EACCES) {
+      advice = "check that the directory exists and is writable";
+    }
+    throw_file_error(direct ? "create (O_DIRECT)" : "create", path, error, -1, advice);
+  }
+  return File(path, std::move(fd));
+}
+
+void PosixFileSystem::allocate(File& file, uint64_t bytes) const {
+  if (bytes == 0) return;
+  // posix_fallocate returns the error instead of setting errno; glibc writes zeros where the
+  // filesystem has no fallocate.
+  const int error = ::posix_fallocate(file.fd(), 0, static_cast<off_t>(bytes));
+  if (error != 0) throw_file_error("fallocate", file.path(), error, 0);
+}
+
+size_t PosixFileSystem::admit_io(File& /*file*/, FileOp /*op*/, uint64_t /*offset*/,
+                                 size_t count) const {
+  return count;
+}
+
 void PosixFileSystem::sync(File& file) const {
   if (::fsync(file.fd()) != 0) throw_file_error("fsync", file.path(), errno);
 }

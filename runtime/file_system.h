@@ -162,6 +162,19 @@ class FileSystem {
   virtual void start_write_back(File& file, uint64_t offset, uint64_t count) const = 0;
   // Closes, reporting an error close() returns.
   virtual void close(File& file) const = 0;
+  // Creates (or truncates) `path` for reading and writing, with O_DIRECT when `direct` — the
+  // swap files of the offload store (offload/nvme_store.h), whose I/O bypasses the page cache.
+  // A filesystem that refuses O_DIRECT (tmpfs, some overlays: EINVAL) gets an IoError that says
+  // so and what to do. The fault wrapper matches it as a create.
+  virtual File create_for_swap(const std::string& path, bool direct) const = 0;
+  // Reserves the file's first `bytes` on the disk (posix_fallocate), so that a full disk shows
+  // now and not in the middle of a run. The fault wrapper matches it as a write of `bytes`.
+  virtual void allocate(File& file, uint64_t bytes) const = 0;
+  // For I/O a caller issues on file.fd() itself (the offload store's io_uring engine): how many
+  // of the `count` bytes at `offset` a read (op kRead) or write (kWrite) may move. POSIX: all of
+  // them. A wrapper may shorten it or throw the IoError of a failure — exactly what its
+  // pread_some / pwrite_some would do — so that injected faults reach that I/O too.
+  virtual size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const = 0;
   // The whole file mapped read-only; `what` names it in errors ("checkpoint rank file").
   virtual detail::MappedFile map(const std::string& path, const char* what) const = 0;
 
@@ -203,6 +216,9 @@ class PosixFileSystem final : public FileSystem {
   void sync(File& file) const override;
   void start_write_back(File& file, uint64_t offset, uint64_t count) const override;
   void close(File& file) const override;
+  File create_for_swap(const std::string& path, bool direct) const override;
+  void allocate(File& file, uint64_t bytes) const override;
+  size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override;
   detail::MappedFile map(const std::string& path, const char* what) const override;
   void rename(const std::string& from, const std::string& to) const override;
   void remove_file(const std::string& path) const override;
@@ -243,6 +259,13 @@ class FileSystemWrapper : public FileSystem {
     base_.start_write_back(file, offset, count);
   }
   void close(File& file) const override { base_.close(file); }
+  File create_for_swap(const std::string& path, bool direct) const override {
+    return base_.create_for_swap(path, direct);
+  }
+  void allocate(File& file, uint64_t bytes) const override { base_.allocate(file, bytes); }
+  size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override {
+    return base_.admit_io(file, op, offset, count);
+  }
   detail::MappedFile map(const std::string& path, const char* what) const override {
     return base_.map(path, what);
   }

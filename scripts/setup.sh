@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libopenblas-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev  # XXH3, the checksum of checkpoint files
+  liburing-dev  # io_uring, the NVMe offload store's engine
   fortunes  # the demo's English text corpus (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin
 )

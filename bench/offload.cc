@@ -1,0 +1,201 @@
+// The NVMe tier's swap bandwidth next to the disk's own, measured in the same run:
+//   raw       O_DIRECT sequential write (then fsync) and read of one new file, 8 MiB requests, 4
+//             in flight (bench/disk.h: the figure zs-bench-checkpoint quotes)
+//   raw, as the store   the store's own access pattern without the store: a preallocated
+//             O_DIRECT file written and read in --stripe-bytes requests by --queue-depth threads,
+//             no fsync (swap needs none) — the limit the store is quoted against
+//   store     offload/nvme_store.h: one request of --bytes written into the store and read back,
+//             split into --stripe-bytes chunks, --queue-depth in flight, for each engine
+//             (io_uring, blocking); the bytes read back are checked against those written
+// Each figure is the best of --repeats runs; the ratio store / raw is the target's (>= 80%).
+// Prints; never asserts.
+//
+// Usage: zs-bench-offload [--dir /tmp] [--bytes 1073741824] [--stripe-bytes 8388608]
+//                         [--queue-depth 8] [--repeats 3]
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/disk.h"
+#include "offload/nvme_store.h"
+#include "runtime/error.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string dir = "/tmp";
+  uint64_t bytes = uint64_t{1} << 30;
+  uint64_t stripe_bytes = uint64_t{8} << 20;
+  int queue_depth = 8;
+  int repeats = 3;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string key = argv[i];
+    if (key == "--help" || key == "-h") {
+      std::printf(
+          "Usage: zs-bench-offload [--dir /tmp] [--bytes N] [--stripe-bytes N] [--queue-depth N]\n"
+          "                        [--repeats 3]\n"
+          "NVMe offload store write/read GB/s next to the disk's raw O_DIRECT bandwidth.\n");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "zs-bench-offload: %s needs a value\n", key.c_str());
+      std::exit(2);
+    }
+    const std::string value = argv[++i];
+    if (key == "--dir") {
+      o.dir = value;
+    } else if (key == "--bytes") {
+      o.bytes = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (key == "--stripe-bytes") {
+      o.stripe_bytes = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (key == "--queue-depth") {
+      o.queue_depth = std::atoi(value.c_str());
+    } else if (key == "--repeats") {
+      o.repeats = std::max(1, std::atoi(value.c_str()));
+    } else {
+      std::fprintf(stderr, "zs-bench-offload: unknown flag %s (see the file's header)\n",
+                   key.c_str());
+      std::exit(2);
+    }
+  }
+  o.bytes = (o.bytes + zs::bench::kAlign - 1) / zs::bench::kAlign * zs::bench::kAlign;
+  return o;
+}
+
+double gbs(uint64_t bytes, Clock::time_point start) {
+  const std::chrono::duration<double> took = Clock::now() - start;
+  return static_cast<double>(bytes) / took.count() / 1e9;
+}
+
+// The disk at the store's pattern: `depth` threads, each moving every depth-th stripe of a
+// preallocated O_DIRECT file with pwrite / pread.
+zs::bench::RawResult raw_like_store(const Options& o, char* out, char* in) {
+  const std::string path = o.dir + "/zs-bench-offload-raw.bin";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd < 0) zs::bench::fail("open (O_DIRECT)", path);
+  if (::posix_fallocate(fd, 0, static_cast<off_t>(o.bytes)) != 0) {
+    zs::bench::fail("fallocate", path);
+  }
+  auto run = [&](bool write) {
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (int t = 0; t < o.queue_depth; ++t) {
+      threads.emplace_back([&, t] {
+        for (uint64_t at = static_cast<uint64_t>(t) * o.stripe_bytes; at < o.bytes;
+             at += static_cast<uint64_t>(o.queue_depth) * o.stripe_bytes) {
+          const size_t n = static_cast<size_t>(std::min(o.stripe_bytes, o.bytes - at));
+          const ssize_t done = write ? ::pwrite(fd, out + at, n, static_cast<off_t>(at))
+                                     : ::pread(fd, in + at, n, static_cast<off_t>(at));
+          if (done != static_cast<ssize_t>(n)) zs::bench::fail(write ? "write" : "read", path);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    return gbs(o.bytes, start);
+  };
+  zs::bench::RawResult result;
+  for (int r = 0; r < o.repeats; ++r) {
+    result.write_gbs = std::max(result.write_gbs, run(true));
+    result.read_gbs = std::max(result.read_gbs, run(false));
+  }
+  ::close(fd);
+  ::unlink(path.c_str());
+  return result;
+}
+
+struct StoreResult {
+  double write_gbs = 0;
+  double read_gbs = 0;
+  bool same_bytes = true;
+  std::string engine;
+};
+
+StoreResult store_bandwidth(const Options& o, const std::string& engine, const char* out,
+                            char* in) {
+  zs::offload::NvmeStoreOptions so;
+  so.paths = {o.dir};
+  so.name = "zs-bench-offload";
+  so.capacity = o.bytes;
+  so.stripe_bytes = o.stripe_bytes;
+  so.queue_depth = o.queue_depth;
+  so.engine = engine;
+  zs::offload::NvmeStore store(so);
+  StoreResult result;
+  result.engine = store.engine_name();
+  const uint64_t at = store.reserve(o.bytes);
+  for (int r = 0; r < o.repeats; ++r) {
+    auto start = Clock::now();
+    zs::offload::NvmeStore::Io io = store.write(at, out, o.bytes);
+    store.wait(io);
+    result.write_gbs = std::max(result.write_gbs, gbs(o.bytes, start));
+    std::memset(in, 0, o.bytes);
+    start = Clock::now();
+    io = store.read(at, in, o.bytes);
+    store.wait(io);
+    result.read_gbs = std::max(result.read_gbs, gbs(o.bytes, start));
+    result.same_bytes = result.same_bytes && std::memcmp(in, out, o.bytes) == 0;
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const Options o = parse(argc, argv);
+  std::printf("zs-bench-offload: %s, %.2f GiB, stripes of %.0f MiB, queue depth %d, best of %d\n",
+              o.dir.c_str(), static_cast<double>(o.bytes) / (1 << 30),
+              static_cast<double>(o.stripe_bytes) / (1 << 20), o.queue_depth, o.repeats);
+  const zs::bench::RawResult fresh = zs::bench::raw_bandwidth(o.dir, 1, o.bytes, o.repeats);
+  std::printf("raw disk, new file (%s): write %.2f GB/s, read %.2f GB/s\n",
+              fresh.direct ? "O_DIRECT, 8 MiB requests, 4 in flight, fsync"
+                           : "buffered + fsync, no O_DIRECT",
+              fresh.write_gbs, fresh.read_gbs);
+  std::unique_ptr<char, decltype(&std::free)> out(
+      static_cast<char*>(std::aligned_alloc(zs::bench::kAlign, o.bytes)), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> in(
+      static_cast<char*>(std::aligned_alloc(zs::bench::kAlign, o.bytes)), &std::free);
+  for (uint64_t i = 0; i < o.bytes; i += 8) {
+    const uint64_t v = i * 0x9e3779b97f4a7c15ull;
+    std::memcpy(out.get() + i, &v, std::min<uint64_t>(8, o.bytes - i));
+  }
+  const zs::bench::RawResult raw = raw_like_store(o, out.get(), in.get());
+  std::printf(
+      "raw disk, the store's pattern (preallocated, O_DIRECT, %.0f MiB requests, %d threads): "
+      "write %.2f GB/s, read %.2f GB/s\n",
+      static_cast<double>(o.stripe_bytes) / (1 << 20), o.queue_depth, raw.write_gbs, raw.read_gbs);
+  std::printf("%-10s %12s %12s %10s %10s  %s\n", "engine", "write GB/s", "read GB/s", "w / raw",
+              "r / raw", "bytes back");
+  for (const char* engine : {"io_uring", "blocking"}) {
+    std::string why;
+    if (std::string(engine) == "io_uring" && !zs::offload::NvmeStore::io_uring_supported(&why)) {
+      std::printf("%-10s not measured: %s\n", engine, why.c_str());
+      continue;
+    }
+    try {
+      const StoreResult s = store_bandwidth(o, engine, out.get(), in.get());
+      std::printf("%-10s %12.2f %12.2f %9.0f%% %9.0f%%  %s\n", s.engine.c_str(), s.write_gbs,
+                  s.read_gbs, 100.0 * s.write_gbs / raw.write_gbs,
+                  100.0 * s.read_gbs / raw.read_gbs, s.same_bytes ? "equal" : "DIFFERENT");
+    } catch (const zs::Error& e) {
+      std::printf("%-10s failed: %s\n", engine, e.what());
+    }
+  }
+  return 0;
+}
