@@ -136,11 +136,14 @@ void RankFileWriter::reserve(uint64_t file_bytes) {
 
 void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>& tensors) {
   uint64_t bytes = 0;
-  for (const Tensor& t : tensors) {
-    ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
-             ", expected fp32 masters and optimizer state");
-    bytes += static_cast<uint64_t>(t.numel()) * sizeof(float);
-  }
+  for (const Tensor& t : tensors) bytes += static_cast<uint64_t>(t.numel()) * sizeof(float);
+  snapshot(path, bytes, [&](const TensorVisitor& visit) {
+    for (const Tensor& t : tensors) visit(t);
+  });
+}
+
+void RankFileWriter::snapshot(const std::string& path, uint64_t bytes,
+                              const TensorSource& tensors) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ZS_CHECK(!job_ && !over_, "checkpoint: a rank file write was started before the previous one '",
@@ -160,8 +163,16 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
   }
   changed_.notify_all();
   try {
-    for (const Tensor& t : tensors) {
+    bool failed = false;  // the write failed: wait() throws its error
+    uint64_t handed = 0;  // bytes the source has handed out
+    tensors([&](const Tensor& t) {
+      if (failed) return;
+      ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
+               ", expected fp32 masters and optimizer state");
       const int64_t numel = t.numel();
+      handed += static_cast<uint64_t>(numel) * sizeof(float);
+      ZS_CHECK(handed <= bytes, "checkpoint: the rank file '", path, "' was sized for ", bytes,
+               " bytes, but its tensors hold more");
       for (int64_t done = 0; done < numel;) {
         size_t at = 0;
         int64_t count = 0;
@@ -169,7 +180,10 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
           std::unique_lock<std::mutex> lock(mutex_);
           changed_.wait(lock,
                         [&] { return over_ || capacity_ - (copied_ - written_) >= sizeof(float); });
-          if (over_) return;  // the write failed; wait() throws its error
+          if (over_) {
+            failed = true;
+            return;
+          }
           at = static_cast<size_t>(copied_ % capacity_);
           const uint64_t space =
               std::min<uint64_t>(capacity_ - (copied_ - written_), capacity_ - at);
@@ -184,7 +198,10 @@ void RankFileWriter::snapshot(const std::string& path, const std::vector<Tensor>
         changed_.notify_all();
         done += count;
       }
-    }
+    });
+    if (failed) return;
+    ZS_CHECK(handed == bytes, "checkpoint: the rank file '", path, "' was sized for ", bytes,
+             " bytes, but its tensors hold ", handed);
     std::lock_guard<std::mutex> lock(mutex_);
     result_.copy_seconds = seconds_since(started_);
   } catch (...) {

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,12 @@
 #include "runtime/tensor.h"
 
 namespace zs::checkpoint {
+
+// A file's tensors handed out one at a time: the source calls the visitor with each (fp32, in
+// file order); a tensor is valid during its call only (paged optimizer state is brought in one
+// view at a time: shard_files.h for_each_rank_file_tensor).
+using TensorVisitor = std::function<void(const Tensor&)>;
+using TensorSource = std::function<void(const TensorVisitor&)>;
 
 class RankFileWriter {
  public:
@@ -57,6 +64,8 @@ class RankFileWriter {
   // fails meanwhile, the copy stops early; wait() throws the error. An error of the copy itself
   // is thrown here (the write is abandoned).
   void snapshot(const std::string& path, const std::vector<Tensor>& tensors);
+  // The same for tensors from a source, `bytes` in all (checked against what it hands out).
+  void snapshot(const std::string& path, uint64_t bytes, const TensorSource& tensors);
   // Whether the current write is over (committed or failed), without waiting.
   bool finished() const;
   struct Written {

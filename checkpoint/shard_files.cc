@@ -39,27 +39,39 @@ bool file_holds_masters(const sharding::ShardedModel& model, int world_rank) {
   return true;
 }
 
-std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
-                                      const optim::Optimizer& optimizer) {
+void for_each_rank_file_tensor(const sharding::ShardedModel& model, int world_rank,
+                               const optim::Optimizer& optimizer, bool written,
+                               const TensorVisitor& visit) {
   ZS_CHECK(optimizer.num_views() == model.local_shards().size(),
            "checkpoint: ", optimizer.num_views(), " optimizer views for ",
            model.local_shards().size(), " units");
-  std::vector<Tensor> tensors;
   for (size_t k = 0; k < optimizer.num_views(); ++k) {
     const auto [begin, end] = file_range(model, k, world_rank);
     const int64_t offset = begin - model.master_range(k, world_rank).first;
     // A plain variable for the lambda: capturing a structured binding is C++20 (clang 14 refuses).
     const int64_t count = end - begin;
-    const Tensor& master = optimizer.view(k).master;
     // The file's part of a tensor: the tensor itself where the file holds all of it.
     const auto part = [&](const Tensor& t) {
       ZS_CHECK(t.dtype() == DType::kF32, "checkpoint: '", t.name(), "' is ", dtype_name(t.dtype()),
                ", expected fp32 masters and optimizer state");
       return offset == 0 && count == t.numel() ? t : t.slice(offset, {count});
     };
-    tensors.push_back(part(master));
-    for (const Tensor& state : optimizer.state(k)) tensors.push_back(part(state));
+    visit(part(optimizer.view(k).master));
+    optim::Optimizer::StateAccess state = optimizer.access_state(k);
+    for (const Tensor& t : state.tensors()) visit(part(t));
+    if (written) state.mark_written();  // after the visits: a failed restore writes nothing back
   }
+  if (written) optimizer.flush_state();
+}
+
+std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
+                                      const optim::Optimizer& optimizer) {
+  ZS_CHECK(!optimizer.paged(),
+           "checkpoint: the optimizer's state is paged; its tensors are "
+           "resident one unit at a time (use for_each_rank_file_tensor)");
+  std::vector<Tensor> tensors;
+  for_each_rank_file_tensor(model, world_rank, optimizer, false,
+                            [&](const Tensor& t) { tensors.push_back(t); });
   return tensors;
 }
 
@@ -131,12 +143,21 @@ RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, const Ch
     : file_(open_verified(path, bytes, checksum, fs)) {}
 
 void RankFileReader::apply(const std::vector<Tensor>& tensors) const {
+  apply([&](const TensorVisitor& visit) {
+    for (const Tensor& t : tensors) visit(t);
+  });
+}
+
+void RankFileReader::apply(const TensorSource& tensors) const {
   size_t offset = 0;
-  for (const Tensor& t : tensors) {
+  tensors([&](const Tensor& t) {
+    const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
+    ZS_CHECK(offset + bytes <= file_.size(), "checkpoint: the tensors hold more than the ",
+             file_.size(), "-byte rank file");
     // The mapping is only byte-aligned to the page; copy_from_host takes any host pointer.
     t.copy_from_host(file_.data() + offset);
-    offset += static_cast<size_t>(t.numel()) * sizeof(float);
-  }
+    offset += bytes;
+  });
   ZS_CHECK(offset == file_.size(), "checkpoint: applied ", offset, " bytes of a ", file_.size(),
            "-byte rank file");
 }

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/file_checksum.h"
+#include "checkpoint/rank_file_writer.h"
 #include "optim/optimizer.h"
 #include "runtime/file_io.h"
 #include "sharding/sharded_model.h"
@@ -63,6 +64,13 @@ bool file_holds_masters(const sharding::ShardedModel& model, int world_rank);
 // this rank's, built over model.local_shards()).
 std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
                                       const optim::Optimizer& optimizer);
+// The same tensors handed to `visit` one at a time: also for an optimizer whose state is paged
+// (optim/optimizer.h), which is brought in one unit at a time — a tensor is valid during its
+// call only. `written`: the caller writes into them (a restore), so paged state is written back
+// (and flushed before this returns).
+void for_each_rank_file_tensor(const sharding::ShardedModel& model, int world_rank,
+                               const optim::Optimizer& optimizer, bool written,
+                               const TensorVisitor& visit);
 // The bytes of rank `world_rank`'s file.
 uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
                          const optim::Optimizer& optimizer);
@@ -79,6 +87,8 @@ class RankFileReader {
   // holds all its masters: file_holds_masters). The step count and the compute copies are the
   // caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters.
   void apply(const std::vector<Tensor>& tensors) const;
+  // The same into the tensors a source hands out (for_each_rank_file_tensor with written true).
+  void apply(const TensorSource& tensors) const;
 
  private:
   detail::MappedFile file_;

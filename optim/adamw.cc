@@ -86,8 +86,8 @@ void adamw_update(const ShardView& view, const Tensor& exp_avg, const Tensor& ex
   });
 }
 
-AdamW::AdamW(std::vector<ShardView> views, const AdamWOptions& options)
-    : Optimizer("AdamW", std::move(views), {"exp_avg", "exp_avg_sq"}), options_(options) {
+AdamW::AdamW(std::vector<ShardView> views, const AdamWOptions& options, StatePager* pager)
+    : Optimizer("AdamW", std::move(views), {"exp_avg", "exp_avg_sq"}, pager), options_(options) {
   check_options(options_);
 }
 

@@ -4,16 +4,25 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/logging.h"
 #include "runtime/memory_tracker.h"
 
 namespace zs::optim {
 
 Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
-                     std::vector<std::string> state_names)
-    : kind_(kind), state_names_(std::move(state_names)), gates_(distinct_gates(views)) {
+                     std::vector<std::string> state_names, StatePager* pager)
+    : kind_(kind),
+      state_names_(std::move(state_names)),
+      gates_(distinct_gates(views)),
+      pager_(pager) {
   for (ShardView& view : views) {
     check_shard_view(view, kind_);
     add_slot(std::move(view), false);
+  }
+  if (pager_ != nullptr) {
+    std::vector<int64_t> numel;
+    for (const Slot& slot : slots_) numel.push_back(slot.view.master.numel());
+    pager_->attach(numel, state_names_.size());
   }
 }
 
@@ -42,6 +51,7 @@ void Optimizer::add_slot(ShardView view, bool grad_from_autograd) {
   Slot slot;
   slot.grad_from_autograd = grad_from_autograd;
   for (const std::string& state_name : state_names_) {
+    if (pager_ != nullptr) break;  // the pager holds it
     slot.state.push_back(Tensor::zeros(view.master.shape(), DType::kF32, view.master.allocator(),
                                        MemoryCategory::kOptimizerState,
                                        view.name + "." + state_name));
@@ -66,6 +76,21 @@ void Optimizer::step(float lr) {
   // Every gate agrees before anything changes.
   for (GradientGate* gate : gates_) gate->check(GradientUse::kStep, kind_);
   ++steps_;
+  if (pager_ != nullptr) {
+    // Paged: view i+1's state is read while view i updates, and view i's written out while
+    // view i+1 updates. Views built from whole parameters are never paged (the engine's are
+    // shards).
+    if (!slots_.empty()) pager_->prefetch(0);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (i + 1 < slots_.size()) pager_->prefetch(i + 1);
+      const std::vector<Tensor> state = pager_->acquire(i);
+      update(slots_[i].view, state, lr, steps_);
+      pager_->release(i, true);
+    }
+    pager_->flush();
+    for (GradientGate* gate : gates_) gate->stepped();
+    return;
+  }
   for (const Slot& slot : slots_) {
     if (slot.grad_from_autograd) {
       const Tensor grad = resolved_grad(slot);
@@ -110,10 +135,43 @@ std::vector<ShardView> Optimizer::grad_views() const {
 
 const std::vector<Tensor>& Optimizer::state(size_t i) const {
   (void)view(i);
+  ZS_CHECK(pager_ == nullptr, kind_, ": the state of view '", slots_[i].view.name, "' is paged (",
+           pager_->describe(), "), not resident: use access_state()");
   return slots_[i].state;
 }
 
+Optimizer::StateAccess Optimizer::access_state(size_t i) const {
+  (void)view(i);
+  if (pager_ == nullptr) return StateAccess(nullptr, i, slots_[i].state);
+  return StateAccess(pager_, i, pager_->acquire(i));
+}
+
+void Optimizer::flush_state() const {
+  if (pager_ != nullptr) pager_->flush();
+}
+
+Optimizer::StateAccess::StateAccess(StateAccess&& other) noexcept
+    : pager_(other.pager_),
+      view_(other.view_),
+      tensors_(std::move(other.tensors_)),
+      written_(other.written_) {
+  other.pager_ = nullptr;
+}
+
+Optimizer::StateAccess::~StateAccess() {
+  if (pager_ == nullptr) return;
+  tensors_.clear();
+  try {
+    pager_->release(view_, written_);
+  } catch (const std::exception& e) {
+    // A destructor cannot throw: the write-out's error also reaches the next flush.
+    ZS_LOG_ERROR("optimizer state of view {}: {}", view_, e.what());
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {
+  ZS_CHECK(pager_ == nullptr, kind_, ": the state is paged (", pager_->describe(),
+           "), not resident: use access_state() per view");
   std::vector<std::pair<std::string, Tensor>> entries;
   for (const Slot& slot : slots_) {
     for (size_t k = 0; k < state_names_.size(); ++k) {

@@ -16,6 +16,13 @@
 // them: reading or writing through a handle reads or writes the optimizer's state. The step
 // count (steps()) is the only other state.
 //
+// Paged state (optimizer offload to NVMe): an optimizer built with a StatePager
+// (optim/state_pager.h) allocates no state tensors; the pager holds them, and step() brings each
+// view's state in (the next view's read started before this view's update, its write-out after:
+// read i+1 while updating i while writing i-1), with the same update on the same values — the
+// results are bitwise those of resident state. state() and state_dict() then refuse (there are no
+// resident tensors to hand out); access_state() works either way and is what checkpoints use.
+//
 // Thread-safety: none; one optimizer per rank, used from the rank's compute thread. Inside
 // step() the loops use the calling thread's OpenMP team (its intra-op threads).
 #pragma once
@@ -26,6 +33,7 @@
 #include <vector>
 
 #include "optim/shard_view.h"
+#include "optim/state_pager.h"
 #include "runtime/macros.h"
 #include "runtime/tensor.h"
 
@@ -59,17 +67,48 @@ class Optimizer {
   // autograd gradient): what clip_grad_norm and the loss scaler's unscale take.
   std::vector<ShardView> grad_views() const;
 
+  // View i's state tensors, resident while the object lives (paged state is read in, and written
+  // back at destruction if mark_written() was called); resident state is simply handed out.
+  class StateAccess {
+   public:
+    ~StateAccess();
+    StateAccess(StateAccess&& other) noexcept;
+    StateAccess(const StateAccess&) = delete;
+    StateAccess& operator=(const StateAccess&) = delete;
+    StateAccess& operator=(StateAccess&&) = delete;
+    const std::vector<Tensor>& tensors() const { return tensors_; }
+    // The tensors were changed (a checkpoint loaded into them): paged state is written back.
+    void mark_written() { written_ = true; }
+
+   private:
+    friend class Optimizer;
+    StateAccess(StatePager* pager, size_t view, std::vector<Tensor> tensors)
+        : pager_(pager), view_(view), tensors_(std::move(tensors)) {}
+    StatePager* pager_;
+    size_t view_;
+    std::vector<Tensor> tensors_;
+    bool written_ = false;
+  };
+  StateAccess access_state(size_t i) const;
+  // Whether the state lives in a StatePager (not resident).
+  bool paged() const { return pager_ != nullptr; }
+  // Waits for the pager's write-outs (a checkpoint load's): no-op for resident state.
+  void flush_state() const;
+
   // Names of the per-element state tensors of each view, in order.
   const std::vector<std::string>& state_names() const { return state_names_; }
-  // The state tensors of view i in the order of state_names() (handles, read/write).
+  // The state tensors of view i in the order of state_names() (handles, read/write). Resident
+  // state only (InvalidArgument for a paged optimizer: use access_state()).
   const std::vector<Tensor>& state(size_t i) const;
   // Every state tensor as ("<view name>.<state name>", handle), views in order. A view without a
   // name is called "view<i>".
   std::vector<std::pair<std::string, Tensor>> state_dict() const;
 
  protected:
-  // `kind` names the optimizer in errors ("AdamW").
-  Optimizer(const char* kind, std::vector<ShardView> views, std::vector<std::string> state_names);
+  // `kind` names the optimizer in errors ("AdamW"). `pager`: paged state (must outlive the
+  // optimizer); null keeps the state resident on each view's master allocator.
+  Optimizer(const char* kind, std::vector<ShardView> views, std::vector<std::string> state_names,
+            StatePager* pager = nullptr);
   // Whole parameters; decay[i] is params[i]'s weight-decay flag.
   Optimizer(const char* kind, const std::vector<Tensor>& params, const std::vector<bool>& decay,
             std::vector<std::string> state_names);
@@ -91,6 +130,7 @@ class Optimizer {
   std::vector<std::string> state_names_;
   std::vector<Slot> slots_;
   std::vector<GradientGate*> gates_;  // the views' distinct gates (none for autograd parameters)
+  StatePager* pager_ = nullptr;
   int64_t steps_ = 0;
 };
 

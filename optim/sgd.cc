@@ -90,8 +90,9 @@ void sgd_update(const ShardView& view, const Tensor& momentum_buffer, const SgdO
   });
 }
 
-Sgd::Sgd(std::vector<ShardView> views, const SgdOptions& options)
-    : Optimizer("SGD", std::move(views), sgd_state_names(checked(options))), options_(options) {}
+Sgd::Sgd(std::vector<ShardView> views, const SgdOptions& options, StatePager* pager)
+    : Optimizer("SGD", std::move(views), sgd_state_names(checked(options)), pager),
+      options_(options) {}
 
 Sgd::Sgd(std::vector<Tensor> params, std::vector<bool> decay, const SgdOptions& options)
     : Optimizer("SGD", params, decay, sgd_state_names(checked(options))), options_(options) {}

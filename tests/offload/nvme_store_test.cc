@@ -43,19 +43,6 @@ struct Buffer {
   }
 };
 
-// O_DIRECT where the test's scratch filesystem takes it (tmpfs before Linux 6.6 does not).
-bool direct_works(const std::string& dir) {
-  try {
-    File probe = posix_file_system().create_for_swap(dir + "/probe", true);
-    probe.descriptor().reset();
-    posix_file_system().remove_file(dir + "/probe");
-    return true;
-  } catch (const IoError&) {
-    posix_file_system().remove_file(dir + "/probe");
-    return false;
-  }
-}
-
 // Waits for `io`, which must fail with an IoError whose text holds every one of `parts`.
 void expect_io_error(NvmeStore& store, NvmeStore::Io io, const std::vector<std::string>& parts) {
   try {
@@ -82,7 +69,7 @@ class NvmeStoreTest : public ::testing::TestWithParam<std::string> {
     o.capacity = capacity;
     o.stripe_bytes = 64 * 1024;
     o.queue_depth = 8;
-    o.direct = direct_works(dirs.front());
+    o.direct = testing::direct_io_works(dirs.front());
     o.engine = GetParam();
     return o;
   }

@@ -2,6 +2,7 @@
 // ::testing::TempDir(), raw file bytes and text, and checks on error messages.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -57,6 +58,16 @@ class ScratchDir {
  private:
   std::filesystem::path dir_;
 };
+
+// Whether the filesystem of `dir` takes O_DIRECT (tmpfs before Linux 6.6 and some overlays do
+// not): tests of the NVMe tier use it where it works.
+inline bool direct_io_works(const std::string& dir) {
+  const std::string probe = dir + "/.direct-probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);

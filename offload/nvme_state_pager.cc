@@ -1,0 +1,247 @@
+// NvmeStatePager (offload/nvme_state_pager.h): buffers, eviction and the store's reads and
+// writes for the optimizer's paged state.
+#include "offload/nvme_state_pager.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "runtime/memory_tracker.h"
+
+namespace zs::offload {
+namespace {
+
+uint64_t round_up(uint64_t value, uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+NvmeStatePager::NvmeStatePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
+                               const FileSystem& file_system)
+    : store_options_(store), file_system_(file_system), host_(host), buffer_count_(buffers) {
+  ZS_CHECK(buffers >= 1, "optimizer state on NVMe: buffer_count ", buffers,
+           " must be at least 1 (3 overlap reads, updates and writes)");
+  ZS_CHECK(host.host_visible(), "optimizer state on NVMe: its buffers must be host memory");
+}
+
+NvmeStatePager::~NvmeStatePager() {
+  // Buffers must not be freed under running I/O; errors were the step's to report.
+  for (Buffer& buffer : buffers_) {
+    for (auto* ios : {&buffer.reads, &buffer.writes}) {
+      for (NvmeStore::Io& io : *ios) {
+        try {
+          store_->wait(io);
+        } catch (const std::exception&) {
+          // Reported by flush() or acquire() already, or the run is ending on another error.
+        }
+      }
+    }
+  }
+}
+
+void NvmeStatePager::attach(const std::vector<int64_t>& view_numel, size_t states_per_view) {
+  ZS_CHECK(numel_.empty() && buffers_.empty(), "optimizer state on NVMe: attached twice");
+  numel_ = view_numel;
+  states_ = states_per_view;
+  int64_t largest = 0;
+  for (int64_t n : numel_) largest = std::max(largest, n);
+  stride_ = round_up(static_cast<uint64_t>(largest) * sizeof(float), NvmeStore::kAlignment);
+  uint64_t capacity = 0;
+  for (int64_t n : numel_) {
+    capacity += states_ * round_up(static_cast<uint64_t>(n) * sizeof(float), NvmeStore::kAlignment);
+  }
+  NvmeStoreOptions options = store_options_;
+  options.capacity = std::max<uint64_t>(capacity, NvmeStore::kAlignment);
+  store_ = std::make_unique<NvmeStore>(options, file_system_);
+  offsets_.assign(numel_.size(), {});
+  written_.assign(numel_.size(), false);
+  for (size_t v = 0; v < numel_.size(); ++v) {
+    for (size_t k = 0; k < states_; ++k) {
+      offsets_[v].push_back(store_->reserve(static_cast<uint64_t>(numel_[v]) * sizeof(float)));
+    }
+  }
+  if (states_ == 0 || stride_ == 0) return;  // nothing to page (SGD without momentum)
+  const uint64_t bytes = stride_ * states_ + NvmeStore::kAlignment;
+  buffers_.resize(static_cast<size_t>(buffer_count_));
+  for (int b = 0; b < buffer_count_; ++b) {
+    Buffer& buffer = buffers_[static_cast<size_t>(b)];
+    buffer.memory = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))}, DType::kF32, host_,
+                                  MemoryCategory::kOptimizerState,
+                                  "optimizer state buffer " + std::to_string(b));
+    const auto address = reinterpret_cast<uintptr_t>(buffer.memory.raw_data());
+    buffer.aligned_at =
+        (NvmeStore::kAlignment - address % NvmeStore::kAlignment) % NvmeStore::kAlignment;
+  }
+}
+
+uint64_t NvmeStatePager::buffer_bytes() const {
+  uint64_t bytes = 0;
+  for (const Buffer& buffer : buffers_) {
+    bytes += static_cast<uint64_t>(buffer.memory.numel()) * sizeof(float);
+  }
+  return bytes;
+}
+
+const NvmeStore& NvmeStatePager::store() const {
+  ZS_CHECK(store_ != nullptr, "optimizer state on NVMe: no store before attach()");
+  return *store_;
+}
+
+std::string NvmeStatePager::describe() const {
+  if (store_ == nullptr) return "NVMe (not attached)";
+  std::ostringstream text;
+  const std::vector<std::string> files = store_->file_paths();
+  text << "NVMe, " << format_bytes(store_->reserved()) << " in " << files.size() << " file"
+       << (files.size() == 1 ? "" : "s") << " (" << files.front()
+       << (files.size() > 1 ? ", ..." : "") << "), " << store_->engine_name() << ", "
+       << buffer_count_ << " host buffer" << (buffer_count_ == 1 ? "" : "s") << " of "
+       << format_bytes(stride_ * states_);
+  return text.str();
+}
+
+void NvmeStatePager::check_view(size_t view) const {
+  ZS_CHECK(view < numel_.size(), "optimizer state on NVMe: view ", view, " does not exist (",
+           numel_.size(), " views)");
+}
+
+char* NvmeStatePager::data(Buffer& buffer) const {
+  return static_cast<char*>(buffer.memory.raw_data()) + buffer.aligned_at;
+}
+
+int NvmeStatePager::buffer_of(size_t view) const {
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (buffers_[b].state != State::kFree && buffers_[b].view == view) return static_cast<int>(b);
+  }
+  return -1;
+}
+
+void NvmeStatePager::wait_all(std::vector<NvmeStore::Io>& ios) {
+  const auto start = std::chrono::steady_clock::now();
+  std::exception_ptr error;
+  for (NvmeStore::Io& io : ios) {
+    try {
+      store_->wait(io);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  ios.clear();
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (error) std::rethrow_exception(error);
+}
+
+int NvmeStatePager::take_buffer(bool may_take_reading) {
+  int chosen = -1;
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (buffers_[b].state == State::kFree) return static_cast<int>(b);
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const Buffer& buffer = buffers_[b];
+    if (buffer.state == State::kIdle &&
+        (chosen < 0 || buffer.released_at < buffers_[static_cast<size_t>(chosen)].released_at)) {
+      chosen = static_cast<int>(b);
+    }
+  }
+  if (chosen < 0 && may_take_reading) {
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      if (buffers_[b].state == State::kReading) chosen = static_cast<int>(b);
+    }
+  }
+  if (chosen < 0) return -1;
+  Buffer& buffer = buffers_[static_cast<size_t>(chosen)];
+  buffer.state = State::kFree;
+  wait_all(buffer.reads);
+  wait_all(buffer.writes);  // the evicted view's write-out must land before the buffer is reused
+  return chosen;
+}
+
+void NvmeStatePager::start_read(int index, size_t view) {
+  Buffer& buffer = buffers_[static_cast<size_t>(index)];
+  buffer.state = State::kReading;
+  buffer.view = view;
+  const uint64_t bytes =
+      round_up(static_cast<uint64_t>(numel_[view]) * sizeof(float), NvmeStore::kAlignment);
+  for (size_t k = 0; k < states_; ++k) {
+    char* at = data(buffer) + k * stride_;
+    if (written_[view]) {
+      buffer.reads.push_back(store_->read(offsets_[view][k], at, bytes));
+    } else {
+      std::memset(at, 0, bytes);  // never written: zeros, as a fresh optimizer's state
+    }
+  }
+}
+
+void NvmeStatePager::prefetch(size_t view) {
+  check_view(view);
+  if (buffers_.empty() || buffer_of(view) >= 0) return;
+  const int index = take_buffer(false);
+  if (index >= 0) start_read(index, view);
+}
+
+std::vector<Tensor> NvmeStatePager::acquire(size_t view) {
+  check_view(view);
+  std::vector<Tensor> tensors;
+  if (buffers_.empty()) return tensors;
+  int index = buffer_of(view);
+  if (index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired) {
+    ZS_THROW(InvalidArgument, "optimizer state on NVMe: view ", view, " is acquired twice");
+  }
+  if (index < 0) {
+    index = take_buffer(true);
+    ZS_CHECK(index >= 0, "optimizer state on NVMe: every one of the ", buffer_count_,
+             " host buffers holds a view in use; release one first, or raise buffer_count");
+    start_read(index, view);
+  }
+  Buffer& buffer = buffers_[static_cast<size_t>(index)];
+  try {
+    wait_all(buffer.reads);
+    // A view acquired again while its last write-out runs (idle, not evicted): the caller is
+    // about to change the bytes that write reads.
+    wait_all(buffer.writes);
+  } catch (...) {
+    buffer.state = State::kFree;
+    throw;
+  }
+  buffer.state = State::kAcquired;
+  for (size_t k = 0; k < states_; ++k) {
+    tensors.push_back(Tensor::from_storage(buffer.memory.storage(), buffer.aligned_at + k * stride_,
+                                           {numel_[view]}, DType::kF32, "optimizer state (NVMe)"));
+  }
+  return tensors;
+}
+
+void NvmeStatePager::release(size_t view, bool dirty) {
+  check_view(view);
+  if (buffers_.empty()) return;
+  const int index = buffer_of(view);
+  ZS_CHECK(index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired,
+           "optimizer state on NVMe: view ", view, " is released without being acquired");
+  Buffer& buffer = buffers_[static_cast<size_t>(index)];
+  buffer.state = State::kIdle;
+  buffer.released_at = ++releases_;
+  if (!dirty) return;
+  const uint64_t bytes =
+      round_up(static_cast<uint64_t>(numel_[view]) * sizeof(float), NvmeStore::kAlignment);
+  for (size_t k = 0; k < states_; ++k) {
+    buffer.writes.push_back(store_->write(offsets_[view][k], data(buffer) + k * stride_, bytes));
+  }
+  written_[view] = true;
+}
+
+void NvmeStatePager::flush() {
+  std::exception_ptr error;
+  for (Buffer& buffer : buffers_) {
+    try {
+      wait_all(buffer.writes);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace zs::offload

@@ -1,0 +1,99 @@
+// NvmeStatePager: optimizer state on the rank's NVMe tier (optim/state_pager.h over
+// offload/nvme_store.h) — ZeRO-Infinity's optimizer swapping, with the rank's host memory bounded
+// by a fixed number of buffers whatever the model's size.
+//
+// Layout. attach() makes the store (its files sized for exactly this optimizer: so a missing
+// directory, a filesystem without O_DIRECT or a full disk is an error when the optimizer is
+// built, before training starts) and reserves, per view and state tensor, a region of the view's
+// fp32 bytes (rounded up to the store's 4 KiB alignment). A view's state reads as zeros until it
+// is first written out (no bytes are read or written for it before), as the resident optimizer's
+// zero-filled state.
+//
+// Buffers. `buffers` host buffers, each holding one view's state tensors (sized for the largest
+// view), allocated once from the given allocator — the rank's host tier (offload/host_pool.h:
+// budgeted, charged as optimizer_state, pinned on a CUDA rank) — and 4 KiB aligned for O_DIRECT.
+// A buffer is free, reading (prefetched), acquired, or idle (released; its write-out may still
+// run). prefetch() takes a free buffer or evicts the idle one released longest ago (waiting for
+// its write-out first) and never one that is reading or acquired: with too few buffers a
+// prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
+// Three buffers give the optimizer's pipeline its full overlap (read i+1, update i, write i-1);
+// one works, serially.
+//
+// Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
+// write-out); acquiring more views than there are buffers is an InvalidArgument.
+//
+// Ownership: the pager owns its store; the allocator and the file system must outlive it.
+// Thread-safety: one thread (the optimizer's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "offload/nvme_store.h"
+#include "optim/state_pager.h"
+#include "runtime/allocator.h"
+#include "runtime/tensor.h"
+
+namespace zs::offload {
+
+class NvmeStatePager final : public optim::StatePager {
+ public:
+  // `store`: the store's options but its capacity (attach() sizes it).
+  NvmeStatePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
+                 const FileSystem& file_system = posix_file_system());
+  ~NvmeStatePager() override;
+
+  void attach(const std::vector<int64_t>& view_numel, size_t states_per_view) override;
+  void prefetch(size_t view) override;
+  std::vector<Tensor> acquire(size_t view) override;
+  void release(size_t view, bool dirty) override;
+  void flush() override;
+  std::string describe() const override;
+
+  // Seconds acquire() and flush() spent waiting for the disk, since construction.
+  double wait_seconds() const { return wait_seconds_; }
+  // Host bytes of the buffers.
+  uint64_t buffer_bytes() const;
+  // The store (after attach()).
+  const NvmeStore& store() const;
+
+ private:
+  enum class State { kFree, kReading, kAcquired, kIdle };
+  struct Buffer {
+    Tensor memory;            // the allocation (4 KiB of slack for the alignment)
+    uint64_t aligned_at = 0;  // byte offset of the aligned start in `memory`
+    State state = State::kFree;
+    size_t view = 0;
+    uint64_t released_at = 0;  // release order, for eviction
+    std::vector<NvmeStore::Io> reads;
+    std::vector<NvmeStore::Io> writes;
+  };
+  // The buffer holding `view`, or -1.
+  int buffer_of(size_t view) const;
+  // A buffer to put a view into: free, else the idle one released longest ago, else (only if
+  // `may_take_reading`) a reading one; -1 if none. Waits for an evicted buffer's I/O.
+  int take_buffer(bool may_take_reading);
+  void start_read(int buffer, size_t view);
+  void wait_all(std::vector<NvmeStore::Io>& ios);
+  void check_view(size_t view) const;
+  char* data(Buffer& buffer) const;
+
+  NvmeStoreOptions store_options_;
+  const FileSystem& file_system_;
+  std::unique_ptr<NvmeStore> store_;
+  Allocator& host_;
+  int buffer_count_;
+  std::vector<Buffer> buffers_;
+  size_t states_ = 0;
+  std::vector<int64_t> numel_;
+  std::vector<std::vector<uint64_t>> offsets_;  // [view][state]: region in the store
+  std::vector<bool> written_;                   // a view's state was written out at least once
+  uint64_t stride_ = 0;                         // bytes per state tensor in a buffer
+  uint64_t releases_ = 0;
+  double wait_seconds_ = 0.0;
+};
+
+}  // namespace zs::offload

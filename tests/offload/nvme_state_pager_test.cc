@@ -1,0 +1,190 @@
+// NvmeStatePager (offload/nvme_state_pager.h) under the optimizers: AdamW and SGD with momentum
+// over views of different sizes give bit for bit the masters and state of the same optimizer with
+// resident state, with 1, 2 and 3 host buffers; the host memory is the buffers alone, charged as
+// optimizer_state; state written through access_state() (a checkpoint load) is what the next step
+// reads; a write-out that fails (a full disk) fails the step with an IoError naming the swap file;
+// misuse is refused by name.
+#include "offload/nvme_state_pager.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "offload/host_pool.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+#include "runtime/error.h"
+#include "runtime/fault_file_system.h"
+#include "tests/support/scratch.h"
+
+namespace zs::offload {
+namespace {
+
+using testing::ScratchDir;
+
+// Views of 3 sizes (the largest sets the buffers'), with a gap not covered in one.
+struct Model {
+  Model(Allocator& allocator, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (int64_t n : {3000, 10000, 1, 4500}) {
+      std::vector<float> m(static_cast<size_t>(n));
+      for (float& x : m) x = dist(gen);
+      Tensor master = Tensor::empty({n}, DType::kF32, allocator, "master");
+      master.copy_from(m);
+      Tensor grad = Tensor::zeros({n}, DType::kF32, allocator, "grad");
+      std::vector<ShardSegment> segments = {{0, n, true}};
+      if (n == 10000) segments = {{0, 4000, true}, {5000, 10000, false}};
+      views.emplace_back("unit" + std::to_string(views.size()), master, grad, segments);
+    }
+  }
+  void set_grads(uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
+    for (ShardView& view : views) {
+      std::vector<float> g(static_cast<size_t>(view.grad.numel()));
+      for (float& x : g) x = dist(gen);
+      view.grad.copy_from(g);
+    }
+  }
+  std::vector<ShardView> views;
+};
+
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<float> values = t.to_vector();
+  std::vector<uint32_t> out(values.size());
+  std::memcpy(out.data(), values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+NvmeStoreOptions store_options(const std::string& dir) {
+  NvmeStoreOptions o;
+  o.paths = {dir};
+  o.name = "rank-00000-optimizer";
+  o.stripe_bytes = 16 * 1024;
+  o.queue_depth = 4;
+  o.direct = false;  // the test's scratch may be tmpfs; the store's own tests cover O_DIRECT
+  return o;
+}
+
+// `steps` steps of `make(views, pager)` with and without paging; every master and state bit
+// equal.
+template <typename Make>
+void expect_same_bits(const std::string& dir, int buffers, int steps, Make make) {
+  HostPool resident_pool("resident", {});
+  HostPool paged_pool("paged", {});
+  Model resident(resident_pool.allocator(), 3);
+  Model paged(paged_pool.allocator(), 3);
+  NvmeStatePager pager(store_options(dir), paged_pool.allocator(), buffers);
+  std::unique_ptr<optim::Optimizer> a = make(resident.views, nullptr);
+  std::unique_ptr<optim::Optimizer> b = make(paged.views, &pager);
+  EXPECT_TRUE(b->paged());
+  for (int s = 0; s < steps; ++s) {
+    resident.set_grads(100 + s);
+    paged.set_grads(100 + s);
+    a->step(1e-2f);
+    b->step(1e-2f);
+  }
+  for (size_t v = 0; v < resident.views.size(); ++v) {
+    EXPECT_EQ(bits(resident.views[v].master), bits(paged.views[v].master)) << "view " << v;
+    optim::Optimizer::StateAccess access = b->access_state(v);
+    ASSERT_EQ(access.tensors().size(), a->state(v).size());
+    for (size_t k = 0; k < access.tensors().size(); ++k) {
+      EXPECT_EQ(bits(a->state(v)[k]), bits(access.tensors()[k])) << "view " << v << " state " << k;
+    }
+  }
+  // The host tier holds the buffers, not the state.
+  EXPECT_EQ(paged_pool.tracker().current(MemoryCategory::kOptimizerState), pager.buffer_bytes());
+  // Each buffer: every state tensor of the largest view (10000 floats, rounded up to 4 KiB), and
+  // 4 KiB of slack for the alignment.
+  const uint64_t per_state = (10000 * 4 + 4095) / 4096 * 4096;
+  EXPECT_EQ(pager.buffer_bytes(),
+            static_cast<uint64_t>(buffers) * (a->state_names().size() * per_state + 4096));
+  EXPECT_GT(pager.store().stats().bytes_read, 0u);
+  // Sized for the state exactly: every view's tensors, each rounded up to 4 KiB.
+  uint64_t capacity = 0;
+  for (int64_t n : {3000, 10000, 1, 4500}) {
+    capacity += a->state_names().size() * ((static_cast<uint64_t>(n) * 4 + 4095) / 4096 * 4096);
+  }
+  EXPECT_EQ(pager.store().reserved(), capacity);
+}
+
+TEST(NvmeStatePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers) {
+  ScratchDir scratch;
+  for (int buffers : {1, 2, 3}) {
+    SCOPED_TRACE("buffers " + std::to_string(buffers));
+    expect_same_bits(scratch.path(""), buffers, 4,
+                     [](std::vector<ShardView> views, optim::StatePager* pager) {
+                       optim::AdamWOptions options;
+                       options.weight_decay = 0.1f;
+                       return std::unique_ptr<optim::Optimizer>(
+                           new optim::AdamW(std::move(views), options, pager));
+                     });
+  }
+}
+
+TEST(NvmeStatePager, SgdWithMomentumIsBitwiseTheResidentOptimizer) {
+  ScratchDir scratch;
+  expect_same_bits(
+      scratch.path(""), 2, 3, [](std::vector<ShardView> views, optim::StatePager* pager) {
+        optim::SgdOptions options;
+        options.momentum = 0.9f;
+        options.nesterov = true;
+        return std::unique_ptr<optim::Optimizer>(new optim::Sgd(std::move(views), options, pager));
+      });
+}
+
+TEST(NvmeStatePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
+  ScratchDir scratch;
+  HostPool pool("rank 0 host", {});
+  Model model(pool.allocator(), 5);
+  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 2);
+  optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
+  EXPECT_THROW((void)adam.state(0), InvalidArgument);
+  EXPECT_THROW((void)adam.state_dict(), InvalidArgument);
+  for (size_t v = 0; v < model.views.size(); ++v) {
+    optim::Optimizer::StateAccess access = adam.access_state(v);
+    for (size_t k = 0; k < 2; ++k) {
+      access.tensors()[k].copy_from(std::vector<float>(
+          static_cast<size_t>(access.tensors()[k].numel()), 0.25f * static_cast<float>(k + 1)));
+    }
+    access.mark_written();
+  }
+  adam.flush_state();
+  for (size_t v = 0; v < model.views.size(); ++v) {
+    optim::Optimizer::StateAccess access = adam.access_state(v);
+    EXPECT_EQ(access.tensors()[1].to_vector().back(), 0.5f) << "view " << v;
+  }
+  // A second acquire of a view held is refused; so is a release of one not held.
+  optim::Optimizer::StateAccess held = adam.access_state(1);
+  EXPECT_THROW((void)pager.acquire(1), InvalidArgument);
+  EXPECT_THROW(pager.release(2, false), InvalidArgument);
+}
+
+TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
+  ScratchDir scratch;
+  FaultFileSystem faults;
+  HostPool pool("rank 0 host", {});
+  Model model(pool.allocator(), 7);
+  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 3, faults);
+  optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
+  model.set_grads(1);
+  adam.step(1e-3f);
+  faults.add_rule(parse_fault_rule("write:rank-00000-optimizer.swap:enospc"));
+  model.set_grads(2);
+  try {
+    adam.step(1e-3f);
+    ADD_FAILURE() << "a step whose state could not be written out succeeded";
+  } catch (const IoError& e) {
+    EXPECT_CONTAINS(e.what(), "rank-00000-optimizer.swap");
+    EXPECT_CONTAINS(e.what(), "No space left on device");
+  }
+}
+
+}  // namespace
+}  // namespace zs::offload
