@@ -286,7 +286,11 @@ void ShardedCheckpointer::save(int64_t completed) {
   try {
     if (lead_) save.meta = metadata(completed);
     writer_.snapshot((fs::path(save.temp) / checkpoint::rank_file_name(rank_)).string(),
-                     checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
+                     checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer),
+                     [this](const checkpoint::TensorVisitor& visit) {
+                       checkpoint::for_each_rank_file_tensor(*s_.model, rank_, *s_.optimizer, false,
+                                                             visit);
+                     });
   } catch (...) {
     save.error = std::current_exception();
   }
@@ -425,7 +429,9 @@ std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, co
         file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),
         checkpoint::Checksum::parse(entry.at("checksum").get<std::string>()), files());
     return [this, reader] {
-      reader->apply(checkpoint::rank_file_tensors(*s_.model, rank_, *s_.optimizer));
+      reader->apply([this](const checkpoint::TensorVisitor& visit) {
+        checkpoint::for_each_rank_file_tensor(*s_.model, rank_, *s_.optimizer, true, visit);
+      });
     };
   }
   auto reader = std::make_shared<checkpoint::ReshardReader>(dir, meta, *s_.model, rank,

@@ -303,9 +303,24 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option_function<std::string>(
          "--offload-optimizer",
          [&c](const std::string& v) { c.offload_optimizer = parse_offload_target(v); },
-         "none (default) or host: the fp32 masters and optimizer state of the rank's shard live "
-         "in host memory and the optimizer step runs on the CPU (stages 1-3; nvme: not yet)")
+         "none (default), host: the fp32 masters and optimizer state of the rank's shard live "
+         "in host memory and the optimizer step runs on the CPU (stages 1-3), or nvme: as host, "
+         "with the optimizer state on NVMe under --nvme-path and only --nvme-buffer-count units' "
+         "state in host memory")
       ->type_name("WHERE")
+      ->group(kReport);
+  app.add_option("--nvme-path", c.nvme_paths,
+                 "--offload-optimizer nvme: directory of the swap files, on a fast local disk "
+                 "(give several to stripe over several drives)")
+      ->type_name("DIR")
+      ->group(kReport);
+  app.add_option("--nvme-buffer-count", c.nvme_buffer_count,
+                 "--offload-optimizer nvme: host buffers of one unit's optimizer state each "
+                 "(default 4; 3 or more overlap the disk with the update)")
+      ->group(kReport);
+  app.add_option("--nvme-direct", c.nvme_direct,
+                 "--offload-optimizer nvme: O_DIRECT swap files (default true; false for a "
+                 "filesystem that refuses O_DIRECT)")
       ->group(kReport);
   app.add_option("--host-memory-budget", host_budget,
                  "per-rank budget of the host tier that --offload-optimizer host fills, e.g. "

@@ -120,34 +120,39 @@ void read_offload_param(const json& value, KeyReader& parent, std::vector<std::s
   }
 }
 
-// zero_optimization.offload_optimizer: device cpu is zeroshard's host tier; nvme is not there
-// yet. The keys that tune DeepSpeed's NVMe swapper are accepted with a note where they can only
-// matter to NVMe; ratio < 1 (Twin-Flow partial offload) is refused rather than ignored.
+// zero_optimization.offload_optimizer: device cpu is zeroshard's host tier, nvme its NVMe tier
+// for the optimizer state (nvme_path, buffer_count); the keys that tune DeepSpeed's own swapper
+// are accepted with a note; ratio < 1 (Twin-Flow partial offload) is refused rather than ignored.
 void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& config,
                             std::vector<std::string>* unknown, std::vector<std::string>* notes) {
   KeyReader r(value, parent.child("offload_optimizer"), unknown);
   r.take("device", [&](const json& v) {
     const std::string device = lower(r.get<std::string>(v, "device"));
-    ZS_CHECK(device == "none" || device == "cpu", "deepspeed config: '", r.child("device"),
-             "' = \"", device,
-             "\": NVMe offload is not implemented in zeroshard yet; use \"cpu\" (the masters and "
-             "optimizer state in host memory) or \"none\"");
-    config.offload_optimizer = device == "cpu" ? OffloadTarget::kHost : OffloadTarget::kNone;
+    ZS_CHECK(device == "none" || device == "cpu" || device == "nvme", "deepspeed config: '",
+             r.child("device"), "' = \"", device, "\": use \"cpu\" (the masters and optimizer "
+             "state in host memory), \"nvme\" (the optimizer state on NVMe) or \"none\"");
+    config.offload_optimizer = device == "cpu"    ? OffloadTarget::kHost
+                               : device == "nvme" ? OffloadTarget::kNvme
+                                                  : OffloadTarget::kNone;
   });
   r.note("pin_memory",
          "zeroshard pins the host tier whenever the rank computes on a GPU (the CPU device has "
          "nothing to pin)",
          notes, [&](const json& v) { (void)r.boolean(v, "pin_memory"); });
-  r.note("buffer_count",
-         "the host tier keeps every offloaded buffer resident; swap buffers belong to NVMe "
-         "offload, which zeroshard does not have yet",
-         notes, [&](const json& v) {
-           ZS_CHECK(r.integer(v, "buffer_count") >= 1, "deepspeed config: '",
-                    r.child("buffer_count"), "' must be >= 1, got ", v.dump());
-         });
-  for (const char* k : {"nvme_path", "pipeline_read", "pipeline_write", "fast_init"}) {
-    r.note(k, "a setting of NVMe offload, which zeroshard does not have yet", notes);
+  r.take("buffer_count", [&](const json& v) {
+    const int64_t count = r.integer(v, "buffer_count");
+    ZS_CHECK(count >= 1 && count <= 64, "deepspeed config: '", r.child("buffer_count"),
+             "' must be in [1, 64], got ", v.dump());
+    config.nvme_buffer_count = static_cast<int>(count);
+  });
+  r.take("nvme_path", [&](const json& v) {
+    config.nvme_paths = {r.get<std::string>(v, "nvme_path")};
+  });
+  for (const char* k : {"pipeline_read", "pipeline_write"}) {
+    r.note(k, "zeroshard always overlaps the optimizer state's reads and writes with the update",
+           notes);
   }
+  r.note("fast_init", "the NVMe state starts as zeros without writing them", notes);
   r.take("ratio", [&](const json& v) {
     ZS_CHECK(r.number(v, "ratio") == 1.0, "deepspeed config: '", r.child("ratio"), "' = ", v.dump(),
              ": partial optimizer offload (Twin-Flow) is not implemented in zeroshard; remove the "
@@ -592,14 +597,20 @@ OffloadTarget parse_offload_target(const std::string& text) {
   const std::string t = lower(text);
   if (t == "none") return OffloadTarget::kNone;
   if (t == "host" || t == "cpu") return OffloadTarget::kHost;
-  ZS_CHECK(t != "nvme",
-           "--offload-optimizer nvme: NVMe offload is not implemented in zeroshard yet; use host "
-           "(the masters and optimizer state in host memory) or none");
-  ZS_THROW(InvalidArgument, "--offload-optimizer must be none or host, got '", text, "'");
+  if (t == "nvme") return OffloadTarget::kNvme;
+  ZS_THROW(InvalidArgument, "--offload-optimizer must be none, host or nvme, got '", text, "'");
 }
 
 const char* offload_target_name(OffloadTarget target) {
-  return target == OffloadTarget::kHost ? "host" : "none";
+  switch (target) {
+    case OffloadTarget::kHost:
+      return "host";
+    case OffloadTarget::kNvme:
+      return "nvme";
+    case OffloadTarget::kNone:
+      break;
+  }
+  return "none";
 }
 
 void validate_device(const TrainConfig& c) {
@@ -689,6 +700,16 @@ void validate(const TrainConfig& c, int world) {
            offload_target_name(c.offload_optimizer),
            " needs ZeRO stage 1, 2 or 3 (the offloaded optimizer updates the rank's shard of the "
            "masters), but the stage is 0; add --zero-stage 1 (or higher), or drop the offload");
+  ZS_CHECK(c.offload_optimizer != OffloadTarget::kNvme || !c.nvme_paths.empty(),
+           "--offload-optimizer nvme needs --nvme-path DIR: a directory on a fast local disk for "
+           "the optimizer state's swap files (repeat it to stripe over several drives)");
+  ZS_CHECK(c.nvme_paths.empty() || c.offload_optimizer == OffloadTarget::kNvme,
+           "--nvme-path is the swap directory of --offload-optimizer nvme, which is not set (it "
+           "is ", offload_target_name(c.offload_optimizer), "); add --offload-optimizer nvme or "
+           "drop --nvme-path");
+  ZS_CHECK(c.nvme_buffer_count >= 1 && c.nvme_buffer_count <= 64,
+           "--nvme-buffer-count must be in [1, 64] (host buffers of one unit's optimizer state "
+           "each; 3 or more overlap the disk with the update), got ", c.nvme_buffer_count);
   ZS_CHECK(c.data.empty() || c.text.empty(),
            "give either --data (token files) or --text (raw "
            "text), not both");
@@ -729,7 +750,8 @@ std::string describe(const TrainConfig& c) {
   }
   if (c.device != "cpu") out << ", device " << c.device;
   if (c.offload_optimizer != OffloadTarget::kNone) {
-    out << ", optimizer offloaded to the " << offload_target_name(c.offload_optimizer);
+    out << ", optimizer offloaded to the host"
+        << (c.offload_optimizer == OffloadTarget::kNvme ? " (its state on NVMe)" : "");
   }
   return out.str();
 }
@@ -832,7 +854,8 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   plan.sampler.world_size = world;
   plan.sampler.seed = c.seed;
   plan.micro_batches_per_step = c.grad_accum;
-  plan.offload_optimizer = c.offload_optimizer == OffloadTarget::kHost;
+  plan.offload_optimizer = c.offload_optimizer != OffloadTarget::kNone;
+  plan.optimizer_state_on_nvme = c.offload_optimizer == OffloadTarget::kNvme;
   return plan;
 }
 

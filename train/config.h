@@ -52,10 +52,13 @@ struct InjectedFault {
 
 // Where optimizer offload puts the masters and the optimizer state (--offload-optimizer;
 // DeepSpeed's zero_optimization.offload_optimizer.device).
-enum class OffloadTarget { kNone, kHost };
-// "none", "host" (also DeepSpeed's "cpu"); "nvme" is refused as not implemented yet.
+// kNvme: the masters in the host tier as with kHost, the optimizer state (AdamW's m and v, SGD's
+// momentum) on the NVMe tier (offload/nvme_state_pager.h), with the host holding only
+// nvme_buffer_count buffers of it.
+enum class OffloadTarget { kNone, kHost, kNvme };
+// "none", "host" (also DeepSpeed's "cpu"), "nvme".
 OffloadTarget parse_offload_target(const std::string& text);
-const char* offload_target_name(OffloadTarget target);  // "none", "host"
+const char* offload_target_name(OffloadTarget target);  // "none", "host", "nvme"
 
 struct TrainConfig {
   // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder
@@ -170,6 +173,13 @@ struct TrainConfig {
   // (offload/host_pool.h), whose bytes are capped by host_memory_budget (per rank; 0: unlimited).
   OffloadTarget offload_optimizer = OffloadTarget::kNone;
   size_t host_memory_budget = 0;
+  // --offload-optimizer nvme: the directories of the swap files (one file per rank in each;
+  // several stripe, as drives without RAID), the host buffers of optimizer state (DeepSpeed's
+  // offload_optimizer.buffer_count; 3 overlap the read of the next unit, the update and the write
+  // of the last), and O_DIRECT (off only for filesystems that refuse it).
+  std::vector<std::string> nvme_paths;
+  int nvme_buffer_count = 4;
+  bool nvme_direct = true;
   std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
   std::string report_json;     // FILE: the run's figures (losses, evals, memory, traffic)
   int64_t sample_tokens = 0;   // > 0: greedy sample of this many tokens at the end (rank 0)
@@ -194,9 +204,9 @@ struct TrainConfig {
   // 8 GiB of host memory; a larger file streams through it.
   bool checkpoint_async = true;
   size_t checkpoint_buffer = size_t{1} << 30;
-  // The file layer checkpoints are saved and loaded through (runtime/file_system.h): the POSIX
-  // one; a test passes a fault wrapper (runtime/fault_file_system.h). Not owned; it must outlive
-  // the run.
+  // The file layer checkpoints are saved and loaded through, and the NVMe tier's swap files
+  // are made and moved through (runtime/file_system.h): the POSIX one; a test passes a fault
+  // wrapper (runtime/fault_file_system.h). Not owned; it must outlive the run.
   const FileSystem* file_system = &posix_file_system();
 
   // Restarts after a failure (train/restarts.h): with rank threads, a failed attempt is run
@@ -288,6 +298,8 @@ struct TrainPlan {
   // The masters and the optimizer state live in the rank's host tier (ShardedModel's
   // optimizer_host).
   bool offload_optimizer = false;
+  // ... and the optimizer state is paged onto the NVMe tier.
+  bool optimizer_state_on_nvme = false;
 };
 
 // The plan of rank `rank` of `world` ranks. A pure function of its arguments.

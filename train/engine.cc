@@ -21,6 +21,7 @@
 #include "data/loader.h"
 #include "models/gpt.h"
 #include "offload/host_pool.h"
+#include "offload/nvme_state_pager.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
@@ -49,11 +50,12 @@ namespace zs::train {
 namespace {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settings,
-                                                 std::vector<optim::ShardView>& views) {
+                                                 std::vector<optim::ShardView>& views,
+                                                 optim::StatePager* pager) {
   if (settings.choice == OptimizerChoice::kSgd) {
-    return std::make_unique<optim::Sgd>(views, settings.sgd);
+    return std::make_unique<optim::Sgd>(views, settings.sgd, pager);
   }
-  return std::make_unique<optim::AdamW>(views, settings.adamw);
+  return std::make_unique<optim::AdamW>(views, settings.adamw, pager);
 }
 
 // Compute threads of one rank: --threads, else the cores shared by the process's ranks.
@@ -163,7 +165,20 @@ class RankRun final : private StepRunner {
       if (lead_) ZS_LOG_INFO("initialized from {}", c_.init_from);
     }
     views_ = sharded_->local_shards();
-    optimizer_ = make_optimizer(plan_.optimizer, views_);
+    if (plan_.optimizer_state_on_nvme) {
+      offload::NvmeStoreOptions store;
+      store.paths = c_.nvme_paths;
+      char name[48];
+      std::snprintf(name, sizeof(name), "zs-rank-%05d-optimizer-state", comm_.rank());
+      store.name = name;
+      store.direct = c_.nvme_direct;
+      state_pager_ = std::make_unique<offload::NvmeStatePager>(store, host_tier_->allocator(),
+                                                               c_.nvme_buffer_count, *c_.file_system);
+    }
+    optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
+    if (state_pager_ && lead_) {
+      ZS_LOG_INFO("optimizer state on {}", state_pager_->describe());
+    }
     if (plan_.loss_scaling.dynamic) {
       scaler_ = std::make_unique<optim::DynamicLossScaler>(plan_.loss_scaling.scaler);
     }
@@ -239,6 +254,9 @@ class RankRun final : private StepRunner {
   // --offload-optimizer host: the rank's host tier (the masters, the optimizer state and the
   // gradient shard's host copy); declared before what holds its memory.
   std::unique_ptr<offload::HostPool> host_tier_;
+  // --offload-optimizer nvme: the optimizer state's swap files and host buffers (in the host
+  // tier above); the optimizer below uses it.
+  std::unique_ptr<offload::NvmeStatePager> state_pager_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a
@@ -389,7 +407,10 @@ TrainResult run_training(const TrainConfig& config) {
                 "the per-rank memory budget ", format_bytes(config.memory_budget),
                 " is too small for this model: ", memory_advice(config, units, world));
   }
-  if (config.offload_optimizer != OffloadTarget::kNone && config.host_memory_budget > 0) {
+  // (--offload-optimizer nvme: the host tier holds the masters and a few units' state buffers,
+  // which zs-mem's host column does not model yet; the tier's allocator still enforces the
+  // budget.)
+  if (config.offload_optimizer == OffloadTarget::kHost && config.host_memory_budget > 0) {
     // The host tier allocates nothing during a step: zs-mem's figure is its size, exactly.
     const uint64_t host = model_state_estimate(config, units, world, config.stage).host.total();
     ZS_CHECK_AS(OutOfMemory, host <= config.host_memory_budget,

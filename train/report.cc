@@ -73,7 +73,7 @@ std::string memory_table(const MemorySpread& spread, size_t budget) {
 }
 
 std::string host_memory_table(const MemorySpread& spread, size_t budget) {
-  return category_table("host tier per rank (--offload-optimizer host)", spread, budget);
+  return category_table("host tier per rank (optimizer offload)", spread, budget);
 }
 
 std::array<uint64_t, comm::kNumCollectiveKinds> formula_bytes_sent(const TrafficFormula& f) {

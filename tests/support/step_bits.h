@@ -33,4 +33,11 @@ inline void expect_same_step_bits(const train::StepRecord& a, const train::StepR
   EXPECT_EQ(a.skipped, b.skipped) << what << " step " << a.step;
 }
 
+// Every step record of run `b` is that of run `a` bit for bit, and there are as many.
+inline void expect_same_steps(const train::TrainResult& a, const train::TrainResult& b,
+                              const std::string& what = "") {
+  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
+  for (size_t i = 0; i < a.steps.size(); ++i) expect_same_step_bits(a.steps[i], b.steps[i], what);
+}
+
 }  // namespace zs::testing
