@@ -16,7 +16,9 @@
 // - MpiFault.DISABLED_*: runs that must end the whole job, selected one at a time by ctest
 //   (--gtest_also_run_disabled_tests --gtest_filter=MpiFault.DISABLED_X): a rank that skips a
 //   collective (the others time out after 1 s and abort the job), a rank that issues a different
-//   count (CommError, abort), a rank that SIGKILLs itself mid-collective. ctest passes them on
+//   count (CommError, abort), a rank that SIGKILLs itself mid-collective, and the peer probe of
+//   a timeout: a rank that stops polling MPI is named as not answering, a rank that waits in
+//   another call as alive there. ctest passes them on
 //   the message in the output and a TIMEOUT bounds how long the job may take to end; a rank
 //   that is still alive when it should not be prints "was not aborted" (FAIL_REGULAR_EXPRESSION).
 //
@@ -465,6 +467,46 @@ TEST(MpiFault, DISABLED_KilledRankEndsTheJob) {
     std::cout << "[rank " << world().rank() << "] " << e.what() << std::endl;
   }
   linger_then_fail("a peer was killed but this rank survived");
+}
+
+// The peer probe of a timeout (comm/mpi/peer_probe.h), on 3 ranks: the last rank hangs outside
+// every MPI call (sleeping, its communicator idle) while the others' all_reduce times out; their
+// errors name it as not answering and each other as waiting in the same collective.
+TEST(MpiFault, DISABLED_HungRankIsNamedAsNotAnswering) {
+  CpuAllocator allocator(nullptr);
+  Tensor t = make(allocator, 1024, DType::kF32, "hung");
+  fill_messy(t, world().rank(), 4);
+  world().barrier()->wait();
+  if (world().rank() == world().size() - 1) {
+    linger_then_fail("the last rank hung and its peers should have timed out and aborted");
+    return;
+  }
+  try {
+    world().all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "hung last rank"))->wait();
+  } catch (const CommTimeout& e) {
+    std::cout << "[rank " << world().rank() << "] CommTimeout: " << e.what() << std::endl;
+  }
+  linger_then_fail("its all_reduce timed out but MPI_Abort did not end the job");
+}
+
+// The last rank waits in a recv (another call, still polling MPI) while the others' all_reduce
+// times out: their errors name it as alive, waiting in that recv, and nobody as not answering.
+TEST(MpiFault, DISABLED_RankWaitingInAnotherCallIsNamedAsAlive) {
+  CpuAllocator allocator(nullptr);
+  Tensor t = make(allocator, 1024, DType::kF32, "elsewhere");
+  fill_messy(t, world().rank(), 5);
+  world().barrier()->wait();
+  try {
+    if (world().rank() == world().size() - 1) {
+      // Nobody sends: this recv outlasts the job, answering probes all the while.
+      world().recv(t, 0, with_timeout(Ms(8000), "recv nobody sends"))->wait();
+    } else {
+      world().all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "last rank elsewhere"))->wait();
+    }
+  } catch (const CommError& e) {
+    std::cout << "[rank " << world().rank() << "] " << e.what() << std::endl;
+  }
+  linger_then_fail("a collective timed out but MPI_Abort did not end the job");
 }
 
 using ::zs::testing::parse_ranks;
