@@ -17,10 +17,10 @@
 //   (--gtest_also_run_disabled_tests --gtest_filter=MpiFault.DISABLED_X): a rank that skips a
 //   collective (the others time out after 1 s and abort the job), a rank that issues a different
 //   count (CommError, abort), a rank that SIGKILLs itself mid-collective, and the peer probe of
-//   a timeout: a rank that stops polling MPI is named as not answering, a rank that waits in
-//   another call as alive there. ctest passes them on
-//   the message in the output and a TIMEOUT bounds how long the job may take to end; a rank
-//   that is still alive when it should not be prints "was not aborted" (FAIL_REGULAR_EXPRESSION).
+//   a timeout (the rank that skipped is named as not answering; a rank that waits in another
+//   call, as alive there). ctest passes them on the message in the output and a TIMEOUT bounds
+//   how long the job may take to end; a rank that is still alive when it should not be prints
+//   "was not aborted" (FAIL_REGULAR_EXPRESSION).
 //
 // Every rank prints its own failures (prefixed with its rank); only rank 0 prints the full
 // gtest progress. The world communicator is made once, by the factory, for the whole program.
@@ -416,6 +416,8 @@ void linger_then_fail(const char* why) {
   ADD_FAILURE() << "rank " << world().rank() << " was not aborted: " << why;
 }
 
+// Rank 0 hangs outside every MPI call (sleeping, its communicator idle): the others time out, and
+// their peer probe names rank 0 as not answering and each other as waiting in the same call.
 TEST(MpiFault, DISABLED_SkippedCollectiveTimesOutAndAbortsTheJob) {
   CpuAllocator allocator(nullptr);
   Tensor t = make(allocator, 1024, DType::kF32, "timeout");
@@ -469,28 +471,10 @@ TEST(MpiFault, DISABLED_KilledRankEndsTheJob) {
   linger_then_fail("a peer was killed but this rank survived");
 }
 
-// The peer probe of a timeout (comm/mpi/peer_probe.h), on 3 ranks: the last rank hangs outside
-// every MPI call (sleeping, its communicator idle) while the others' all_reduce times out; their
-// errors name it as not answering and each other as waiting in the same collective.
-TEST(MpiFault, DISABLED_HungRankIsNamedAsNotAnswering) {
-  CpuAllocator allocator(nullptr);
-  Tensor t = make(allocator, 1024, DType::kF32, "hung");
-  fill_messy(t, world().rank(), 4);
-  world().barrier()->wait();
-  if (world().rank() == world().size() - 1) {
-    linger_then_fail("the last rank hung and its peers should have timed out and aborted");
-    return;
-  }
-  try {
-    world().all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "hung last rank"))->wait();
-  } catch (const CommTimeout& e) {
-    std::cout << "[rank " << world().rank() << "] CommTimeout: " << e.what() << std::endl;
-  }
-  linger_then_fail("its all_reduce timed out but MPI_Abort did not end the job");
-}
-
-// The last rank waits in a recv (another call, still polling MPI) while the others' all_reduce
-// times out: their errors name it as alive, waiting in that recv, and nobody as not answering.
+// The peer probe of a timeout (comm/mpi/peer_probe.h; a rank that hangs outside every MPI call is
+// SkippedCollectiveTimesOutAndAbortsTheJob's rank 0): the last rank waits in a recv (another
+// call, still polling MPI) while the others' all_reduce times out: their errors name it as
+// alive, waiting in that recv, and nobody as not answering.
 TEST(MpiFault, DISABLED_RankWaitingInAnotherCallIsNamedAsAlive) {
   CpuAllocator allocator(nullptr);
   Tensor t = make(allocator, 1024, DType::kF32, "elsewhere");
