@@ -18,9 +18,9 @@
 //   collective (the others time out after 1 s and abort the job), a rank that issues a different
 //   count (CommError, abort), a rank that SIGKILLs itself mid-collective, and the peer probe of
 //   a timeout (the rank that skipped is named as not answering; a rank that waits in another
-//   call, as alive there). ctest passes them on the message in the output and a TIMEOUT bounds
-//   how long the job may take to end; a rank that is still alive when it should not be prints
-//   "was not aborted" (FAIL_REGULAR_EXPRESSION).
+//   call, as alive there, also from a group split from the world). ctest passes them on the message
+//   in the output and a TIMEOUT bounds how long the job may take to end; a rank that is still alive
+//   when it should not be prints "was not aborted" (FAIL_REGULAR_EXPRESSION).
 //
 // Every rank prints its own failures (prefixed with its rank); only rank 0 prints the full
 // gtest progress. The world communicator is made once, by the factory, for the whole program.
@@ -491,6 +491,30 @@ TEST(MpiFault, DISABLED_RankWaitingInAnotherCallIsNamedAsAlive) {
     std::cout << "[rank " << world().rank() << "] " << e.what() << std::endl;
   }
   linger_then_fail("a collective timed out but MPI_Abort did not end the job");
+}
+
+// On 4 ranks, the pairs {0, 2} and {1, 3} split from the world: world rank 2 waits in a recv on
+// the world while world rank 0's all_reduce on their pair times out. The world and its groups
+// share one probe, so rank 2 answers from its world recv, and rank 0's error names it by its rank
+// in the pair and in the world, waiting in a call of another group.
+TEST(MpiFault, DISABLED_SplitGroupNamesItsPeersByWorldRank) {
+  ASSERT_EQ(world().size(), 4) << "run on 4 ranks";
+  const int rank = world().rank();
+  std::unique_ptr<Communicator> pair = world().split(rank % 2, rank, with_timeout(Ms(30000)));
+  CpuAllocator allocator(nullptr);
+  Tensor t = make(allocator, 1024, DType::kF32, "pair");
+  fill_messy(t, rank, 6);
+  world().barrier()->wait();
+  try {
+    if (rank == 0) {
+      pair->all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "pair without rank 2"))->wait();
+    } else if (rank == 2) {
+      world().recv(t, 1, with_timeout(Ms(8000), "recv nobody sends"))->wait();
+    }
+  } catch (const CommError& e) {
+    std::cout << "[rank " << rank << "] " << e.what() << std::endl;
+  }
+  linger_then_fail("world rank 0's all_reduce on its pair timed out but the job was not aborted");
 }
 
 using ::zs::testing::parse_ranks;
