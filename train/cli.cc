@@ -171,7 +171,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       ->group(kCheckpoints);
   app.add_option("--inject-fault", injected_faults,
                  "testing: RANK:STEP[:KIND] makes rank RANK fail before step STEP of the first "
-                 "attempt (KIND: comm (default), io, numerical, invalid)")
+                 "attempt (KIND: comm (default), io, numerical, invalid; hang: it stops outside "
+                 "every collective until its peers time out)")
       ->type_name("RANK:STEP[:KIND]")
       ->each([&c](const std::string& fault) {
         c.injected_faults.push_back(parse_injected_fault(fault));

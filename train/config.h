@@ -40,7 +40,10 @@ constexpr int64_t kDefaultEvalBatches = 20;
 // (train/restarts.h); zs-train sets one with --inject-fault. The run fails as a rank does: the
 // group aborts and the error ends the attempt.
 struct InjectedFault {
-  enum class Kind { kCommError, kIoError, kNumericalError, kInvalidArgument };
+  // kHang: the rank stops before the step, outside every collective (a rank stuck in computation
+  // or I/O), for 2 × the collective timeout + 10 s, then throws CommError: its peers' collectives
+  // time out first and name it (under mpirun, their peer probe finds it not answering).
+  enum class Kind { kCommError, kIoError, kNumericalError, kInvalidArgument, kHang };
   int rank = 0;
   int attempt = 0;    // 0: the first run; k: after the k-th restart
   int64_t step = -1;  // >= 0: the rank throws `kind` before this (0-based) step

@@ -3,7 +3,9 @@
 #include "train/restarts.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,6 +69,8 @@ const char* fault_kind_name(InjectedFault::Kind kind) {
       return "numerical";
     case InjectedFault::Kind::kInvalidArgument:
       return "invalid";
+    case InjectedFault::Kind::kHang:
+      return "hang";
   }
   return "?";
 }
@@ -168,6 +172,18 @@ void InjectedFaults::before_step(int64_t step, bool /*last*/) {
         ZS_THROW(NumericalError, what());
       case InjectedFault::Kind::kInvalidArgument:
         ZS_THROW(InvalidArgument, what());
+      case InjectedFault::Kind::kHang: {
+        // Bounded, so that rank threads, whose group aborts without ending the process, end too.
+        const std::chrono::milliseconds timeout =
+            config_.comm_timeout_s > 0
+                ? std::chrono::milliseconds(static_cast<int64_t>(config_.comm_timeout_s * 1000))
+                : comm::default_timeout();
+        const auto hang = 2 * timeout + std::chrono::seconds(10);
+        const double seconds = std::chrono::duration<double>(hang).count();
+        ZS_LOG_WARN("{}: hanging for {} s outside every collective", what(), seconds);
+        std::this_thread::sleep_for(hang);
+        ZS_THROW(CommError, what(), ": the injected hang ended after ", seconds, " s");
+      }
     }
   }
 }
@@ -192,7 +208,7 @@ std::unique_ptr<comm::Backend> local_fault_wrapper(const TrainConfig& config, in
 InjectedFault parse_injected_fault(const std::string& text) {
   const auto bad = [&] {
     ZS_THROW(InvalidArgument, "--inject-fault '", text,
-             "': expected RANK:STEP[:KIND] (KIND: comm, io, numerical or invalid), e.g. 1:5 "
+             "': expected RANK:STEP[:KIND] (KIND: comm, io, numerical, invalid or hang), e.g. 1:5 "
              "makes rank 1 fail with a CommError before step 5");
   };
   InjectedFault fault;
@@ -209,9 +225,9 @@ InjectedFault parse_injected_fault(const std::string& text) {
   };
   fault.rank = static_cast<int>(number(rank));
   fault.step = number(step);
-  for (const auto k :
-       {InjectedFault::Kind::kCommError, InjectedFault::Kind::kIoError,
-        InjectedFault::Kind::kNumericalError, InjectedFault::Kind::kInvalidArgument}) {
+  for (const auto k : {InjectedFault::Kind::kCommError, InjectedFault::Kind::kIoError,
+                       InjectedFault::Kind::kNumericalError, InjectedFault::Kind::kInvalidArgument,
+                       InjectedFault::Kind::kHang}) {
     if (kind == fault_kind_name(k)) {
       fault.kind = k;
       return fault;

@@ -79,7 +79,7 @@ std::unique_ptr<comm::Backend> local_fault_wrapper(const TrainConfig& config, in
 // Whether config.injected_faults has a communicator fault (step < 0) in `attempt` (< 0: in any).
 bool has_comm_faults(const TrainConfig& config, int attempt);
 
-// Parses --inject-fault RANK:STEP[:KIND] (KIND: comm (default), io, numerical, invalid) into
+// Parses --inject-fault RANK:STEP[:KIND] (KIND: comm (default), io, numerical, invalid, hang) into
 // a fault of the first attempt. Throws InvalidArgument naming the flag and the expected form.
 InjectedFault parse_injected_fault(const std::string& text);
 

@@ -8,6 +8,8 @@
 #include <exception>
 #include <thread>
 
+#include "comm/mpi/mpi_check.h"
+#include "comm/mpi/peer_probe.h"
 #include "comm/reduce.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -62,8 +64,8 @@ const char* mpi_error_class_name(int error_class) {
   }
 }
 
-// Throws the zs error for an MPI return code: argument errors become InvalidArgument (they are
-// zeroshard's bug or the caller's), everything else CommError.
+}  // namespace
+
 [[noreturn]] void throw_mpi_error(const char* file, int line, const char* expression, int code,
                                   const std::string& context) {
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -86,8 +88,8 @@ const char* mpi_error_class_name(int error_class) {
         " cannot continue";
   }
   const std::string message =
-      detail::concat(detail::error_prefix(file, line), function, " failed during ", context, ": ",
-                     text, " (", mpi_error_class_name(error_class), ")", hint);
+      ::zs::detail::concat(::zs::detail::error_prefix(file, line), function, " failed during ",
+                           context, ": ", text, " (", mpi_error_class_name(error_class), ")", hint);
   switch (error_class) {
     case MPI_ERR_ARG:
     case MPI_ERR_COUNT:
@@ -101,20 +103,6 @@ const char* mpi_error_class_name(int error_class) {
   }
 }
 
-}  // namespace
-}  // namespace zs::comm
-
-// ZS_MPI_CHECK(MPI_Foo(...), "what zeroshard was doing"): the one place MPI return codes become
-// zs errors (CommError, or InvalidArgument for argument errors).
-#define ZS_MPI_CHECK(expression, ...)                                            \
-  do {                                                                           \
-    const int zs_mpi_code_ = (expression);                                       \
-    if (zs_mpi_code_ != MPI_SUCCESS)                                             \
-      ::zs::comm::throw_mpi_error(__FILE__, __LINE__, #expression, zs_mpi_code_, \
-                                  ::zs::detail::concat(__VA_ARGS__));            \
-  } while (0)
-
-namespace zs::comm {
 namespace {
 
 MPI_Datatype mpi_type(DType dtype) {
@@ -258,12 +246,34 @@ MpiComm& MpiComm::operator=(MpiComm&& other) noexcept {
 
 // --- MpiBackend ---
 
-MpiBackend::MpiBackend(std::shared_ptr<MpiRuntime> runtime, MpiComm comm, MpiBackendOptions options)
-    : runtime_(std::move(runtime)), comm_(std::move(comm)), options_(options) {
+MpiBackend::MpiBackend(std::shared_ptr<MpiRuntime> runtime, MpiComm comm, MpiBackendOptions options,
+                       std::shared_ptr<PeerProbe> probe)
+    : runtime_(std::move(runtime)),
+      probe_(std::move(probe)),
+      comm_(std::move(comm)),
+      options_(options) {
   auto lock = runtime_->lock();
   ZS_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN), "backend setup");
   ZS_MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_), "backend setup");
   ZS_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_), "backend setup");
+  // The probe addresses peers by world rank (its communicator duplicates MPI_COMM_WORLD).
+  MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  ZS_MPI_CHECK(MPI_Comm_group(comm_.get(), &group), "backend setup");
+  ZS_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "backend setup");
+  std::vector<int> ranks(static_cast<size_t>(size_));
+  for (int j = 0; j < size_; ++j) ranks[j] = j;
+  world_ranks_.resize(ranks.size());
+  const int translated =
+      MPI_Group_translate_ranks(group, size_, ranks.data(), world_group, world_ranks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  ZS_MPI_CHECK(translated, "backend setup");
+  // FNV-1a over the world ranks: the same number on every member, naming the group in answers.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const int world_rank : world_ranks_) {
+    hash = (hash ^ static_cast<uint64_t>(world_rank)) * 0x100000001b3ull;
+  }
+  group_id_ = static_cast<int64_t>(hash >> 1);
 }
 
 MpiBackend::~MpiBackend() {
@@ -279,28 +289,60 @@ std::unique_ptr<MpiBackend> MpiBackend::world(std::shared_ptr<MpiRuntime> runtim
                                               MpiBackendOptions options) {
   ZS_CHECK(runtime != nullptr, "MpiBackend::world needs an MpiRuntime");
   const Call call{CollectiveKind::kSplit, 0, Clock::now() + timeout, "world communicator"};
+  // Two duplicates of MPI_COMM_WORLD: the collectives' and the peer probe's (so that probe
+  // traffic never matches a collective's message), then every rank's processor name for the
+  // probe's errors, gathered on the probe's communicator.
+  const int world_size = runtime->world_size();
   auto pending = std::make_unique<Pending>();
   Pending* creation = pending.get();
+  auto probe_pending = std::make_unique<Pending>();
+  Pending* probe_creation = probe_pending.get();
+  auto names_pending = std::make_unique<Pending>();
+  Pending* names = names_pending.get();
   {
     auto lock = runtime->lock();
     ZS_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &creation->new_comm, &creation->request),
                  "duplicating MPI_COMM_WORLD");
+    ZS_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &probe_creation->new_comm, &probe_creation->request),
+                 "duplicating MPI_COMM_WORLD for the peer probe");
   }
-  // The duplicate exists once every rank has joined; poll for it like for any call.
-  MpiBackend bootstrap(runtime, runtime->world_rank(), runtime->world_size());
+  // The duplicates exist once every rank has joined; poll for them like for any call.
+  MpiBackend bootstrap(runtime, runtime->world_rank(), world_size);
+  const std::string what = detail::concat(
+      "creating the world communicator (MPI_Comm_idup of MPI_COMM_WORLD, ", world_size, " ranks)");
   try {
-    bootstrap.wait(pending, call,
-                   detail::concat("creating the world communicator (MPI_Comm_idup of "
-                                  "MPI_COMM_WORLD, ",
-                                  runtime->world_size(), " ranks)"),
-                   "for every rank of MPI_COMM_WORLD to start");
+    bootstrap.wait(pending, call, what, "for every rank of MPI_COMM_WORLD to start");
+    bootstrap.wait(probe_pending, call, what, "for every rank of MPI_COMM_WORLD to start");
+    names->staging.resize(static_cast<size_t>(world_size + 1) * MPI_MAX_PROCESSOR_NAME);
+    char* own_name = reinterpret_cast<char*>(names->staging.data());
+    int length = 0;
+    {
+      auto lock = runtime->lock();
+      ZS_MPI_CHECK(MPI_Comm_set_errhandler(probe_creation->new_comm, MPI_ERRORS_RETURN), what);
+      ZS_MPI_CHECK(MPI_Get_processor_name(own_name, &length), what);
+      ZS_MPI_CHECK(MPI_Iallgather(own_name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                                  own_name + MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME,
+                                  MPI_CHAR, probe_creation->new_comm, &names->request),
+                   what);
+    }
+    bootstrap.wait(names_pending, call, what, "for every rank's processor name");
   } catch (...) {
-    // MPI still owns the pending MPI_Comm_idup and will write `new_comm`: leak it on purpose.
+    // MPI still owns the pending calls and will write `new_comm` and the names: leak them on
+    // purpose.
     for (auto& abandoned : bootstrap.abandoned_) (void)abandoned.release();
+    for (auto* unfinished : {&pending, &probe_pending, &names_pending}) (void)unfinished->release();
     throw;
   }
+  std::vector<std::string> hosts(static_cast<size_t>(world_size));
+  for (int j = 0; j < world_size; ++j) {
+    const char* name =
+        reinterpret_cast<const char*>(names->staging.data()) + (j + 1) * MPI_MAX_PROCESSOR_NAME;
+    hosts[j] = std::string(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
+  auto probe =
+      std::make_shared<PeerProbe>(runtime, MpiComm(probe_creation->new_comm), std::move(hosts));
   return std::unique_ptr<MpiBackend>(
-      new MpiBackend(std::move(runtime), MpiComm(creation->new_comm), options));
+      new MpiBackend(std::move(runtime), MpiComm(creation->new_comm), options, std::move(probe)));
 }
 
 std::string MpiBackend::describe(const Call& call, size_t count, DType dtype,
@@ -337,6 +379,17 @@ void MpiBackend::wait(std::unique_ptr<Pending>& pending, const Call& call, const
       throw;
     }
     if (done) return;
+    const auto now = Clock::now();
+    if (probe_) {
+      try {
+        probe_->answer(PeerProbe::Activity{static_cast<int64_t>(call.kind),
+                                           static_cast<int64_t>(call.sequence), group_id_, false},
+                       now);
+      } catch (const Error&) {
+        abandon(std::move(pending));
+        throw;
+      }
+    }
     if (aborted_.load(std::memory_order_acquire)) {
       abandon(std::move(pending));
       std::string reason;
@@ -347,13 +400,13 @@ void MpiBackend::wait(std::unique_ptr<Pending>& pending, const Call& call, const
       ZS_THROW(CommError, what, " on rank ", rank_, " of ", size_,
                " failed: the group was aborted: ", reason);
     }
-    const auto now = Clock::now();
     if (now >= call.deadline) {
       abandon(std::move(pending));
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+      const std::string peers = probe_peers(call, now - start);
       ZS_THROW(CommTimeout, what, " timed out on rank ", rank_, " of ", size_, " after waiting ",
-               waited.count(), " ms ", stage,
-               ". Every rank must issue the same collectives in the same order; a rank that "
+               waited.count(), " ms ", stage, ". ", peers,
+               "Every rank must issue the same collectives in the same order; a rank that "
                "skipped this one, is stuck, or died leaves the others here. If the work is just "
                "slow, raise the timeout (zs-train --comm-timeout, ZS_COMM_TIMEOUT_S).");
     }
@@ -371,6 +424,68 @@ void MpiBackend::wait(std::unique_ptr<Pending>& pending, const Call& call, const
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+}
+
+std::string MpiBackend::probe_peers(const Call& call, Clock::duration waited) {
+  if (!probe_ || size_ < 2 || options_.probe_window.count() <= 0) return "";
+  const auto window =
+      std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(waited / 2),
+                 MpiBackendOptions::kMinProbeWindow,
+                 std::max(options_.probe_window, MpiBackendOptions::kMinProbeWindow));
+  std::vector<int> peers;
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_) peers.push_back(world_ranks_[j]);
+  }
+  const PeerProbe::Activity self{static_cast<int64_t>(call.kind),
+                                 static_cast<int64_t>(call.sequence), group_id_, true};
+  const PeerProbe::Result result = probe_->probe(peers, self, window, aborted_);
+  if (!result.failure.empty())
+    return detail::concat("The peer probe failed: ", result.failure, ". ");
+  if (result.cut_short) return "The peer probe was cut short: the group was aborted. ";
+  // "rank 2 (host n1)", or "rank 2 (world rank 5, host n1)" in a group split from the world.
+  const auto peer_name = [&](size_t i, const std::string& more) {
+    const int group_rank =
+        static_cast<int>(i) < rank_ ? static_cast<int>(i) : static_cast<int>(i) + 1;
+    const int world_rank = result.answers[i].world_rank;
+    return detail::concat(
+        "rank ", group_rank, " (",
+        world_rank == group_rank ? std::string() : detail::concat("world rank ", world_rank, ", "),
+        "host ", probe_->host(world_rank), more, ")");
+  };
+  std::string silent, elsewhere, here;
+  const auto append = [](std::string& list, const std::string& item) {
+    list += (list.empty() ? "" : ", ") + item;
+  };
+  for (size_t i = 0; i < result.answers.size(); ++i) {
+    const PeerProbe::Answer& answer = result.answers[i];
+    const PeerProbe::Activity& a = answer.activity;
+    if (!answer.answered) {
+      append(silent, peer_name(i, ""));
+    } else if (a.group == group_id_ && a.kind == static_cast<int64_t>(call.kind) &&
+               a.sequence == static_cast<int64_t>(call.sequence)) {
+      append(here, peer_name(i, a.timed_out ? ", timed out too" : ""));
+    } else {
+      const bool known = a.kind >= 0 && a.kind < kNumCollectiveKinds;
+      append(elsewhere,
+             peer_name(i, detail::concat(
+                              ", waiting in ",
+                              known ? collective_name(static_cast<CollectiveKind>(a.kind)) : "call",
+                              " #", a.sequence, a.group == group_id_ ? "" : " of another group")));
+    }
+  }
+  std::string text;
+  if (!silent.empty()) {
+    text += detail::concat("Peers not answering within ", window.count(), " ms: ", silent,
+                           " — dead, frozen, cut off from this rank, or busy outside every MPI "
+                           "call (stuck in computation or I/O). ");
+  }
+  if (!elsewhere.empty()) {
+    text += detail::concat("Peers alive but not in this collective: ", elsewhere, ". ");
+  }
+  if (!here.empty()) {
+    text += detail::concat("Peers alive and waiting in this collective too: ", here, ". ");
+  }
+  return text;
 }
 
 void MpiBackend::check_call(const Call& call, const std::string& what, size_t count, DType dtype,
@@ -749,7 +864,8 @@ std::unique_ptr<Backend> MpiBackend::split(int color, int key, const Call& call)
     MpiComm dropped(sub);
     return nullptr;
   }
-  auto backend = std::unique_ptr<MpiBackend>(new MpiBackend(runtime_, MpiComm(sub), options_));
+  auto backend =
+      std::unique_ptr<MpiBackend>(new MpiBackend(runtime_, MpiComm(sub), options_, probe_));
   ZS_CHECK_AS(CommError, backend->size() == members, what, ": MPI_Comm_split formed a group of ",
               backend->size(), " ranks for color ", color, ", but ", members,
               " ranks passed that color");
@@ -774,7 +890,7 @@ std::unique_ptr<MpiBackend> MpiBackend::split_node_local(const Call& call) {
     ZS_MPI_CHECK(MPI_Comm_split_type(comm_.get(), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &sub),
                  what);
   }
-  return std::unique_ptr<MpiBackend>(new MpiBackend(runtime_, MpiComm(sub), options_));
+  return std::unique_ptr<MpiBackend>(new MpiBackend(runtime_, MpiComm(sub), options_, probe_));
 }
 
 void MpiBackend::abort(const std::string& reason) {

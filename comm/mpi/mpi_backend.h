@@ -46,14 +46,20 @@
 //   no nonblocking form; every rank is known to have arrived by then).
 //
 // Failure. A timeout throws CommTimeout naming the collective, its sequence number, the rank and
-// the sizes. A pending nonblocking MPI call cannot be cancelled, so after a timeout the group —
-// and with MPI the job — cannot continue: abort(reason) logs the reason and calls MPI_Abort on
-// MPI_COMM_WORLD, which ends every process of the job (mpirun prints which rank aborted). The
-// Communicator calls abort() on the first timeout or disagreement, so one failing rank ends the job
-// within its timeout instead of leaving the others waiting; a rank killed outright is reaped by
-// mpirun, or its peers time out. MPI errors come back as return codes (MPI_ERRORS_RETURN on every
-// communicator created here) that ZS_MPI_CHECK turns into CommError, or InvalidArgument for
-// argument errors, naming the MPI function and the collective.
+// the sizes, and which peers are lost: before throwing, the rank probes its peers
+// (comm/mpi/peer_probe.h) on a communicator of the probe's own, for at most
+// MpiBackendOptions::probe_window, and the error lists the peers that did not answer (dead,
+// frozen, cut off, or outside every MPI call), those alive but in another call, and those
+// waiting in this collective too. Every wait below answers such probes, so a rank that waits in
+// any call of its world (or a group split from it), however slowly, shows as alive. A pending
+// nonblocking MPI call cannot be cancelled, so after a timeout the group — and with MPI the job —
+// cannot continue: abort(reason) logs the reason and calls MPI_Abort on MPI_COMM_WORLD, which ends
+// every process of the job (mpirun prints which rank aborted). The Communicator calls abort() on
+// the first timeout or disagreement, so one failing rank ends the job within its timeout instead of
+// leaving the others waiting; a rank killed outright is reaped by mpirun, or its peers time out.
+// MPI errors come back as return codes (MPI_ERRORS_RETURN on every communicator created here) that
+// ZS_MPI_CHECK turns into CommError, or InvalidArgument for argument errors, naming the MPI
+// function and the collective.
 //
 // Thread-safety: an MpiBackend is used by one thread at a time (its Communicator's); abort(),
 // rank(), size() may be called from any thread. MpiRuntime is thread-safe.
@@ -119,7 +125,15 @@ struct MpiBackendOptions {
   // max_staging_bytes / (N−1) bytes per piece. The backend keeps the buffer for the next call
   // (it is not charged to a MemoryTracker).
   size_t max_staging_bytes = size_t{1} << 20;  // 1 MiB pieces stay in cache (bench/mpi)
+  // Longest the peer probe after a timeout waits for the peers' answers (see the file comment).
+  // The window is also at most half of what the timed-out wait lasted, and at least
+  // kMinProbeWindow; it ends early once every peer has answered. Waiting peers answer within
+  // about a millisecond; the margin is for loaded or oversubscribed machines. 0: no probe.
+  std::chrono::milliseconds probe_window{2000};
+  static constexpr std::chrono::milliseconds kMinProbeWindow{200};
 };
+
+class PeerProbe;  // comm/mpi/peer_probe.h
 
 // Owns an MPI_Comm (MPI_Comm_free on destruction; the predefined communicators are never freed).
 class MpiComm {
@@ -142,8 +156,9 @@ class MpiComm {
 class MpiBackend final : public Backend {
  public:
   // A backend over a duplicate of MPI_COMM_WORLD (MPI_Comm_idup, so the application's own use of
-  // MPI_COMM_WORLD never matches ours). Collective over the world; throws CommTimeout if not
-  // every rank arrives within `timeout`.
+  // MPI_COMM_WORLD never matches ours), with the peer probe on a second duplicate and every
+  // rank's processor name gathered for its errors. Collective over the world; throws
+  // CommTimeout if not every rank arrives within `timeout`.
   static std::unique_ptr<MpiBackend> world(std::shared_ptr<MpiRuntime> runtime,
                                            std::chrono::milliseconds timeout = default_timeout(),
                                            MpiBackendOptions options = {});
@@ -187,7 +202,9 @@ class MpiBackend final : public Backend {
  private:
   struct Pending;  // the request and buffers of one nonblocking MPI call (mpi_backend.cc)
 
-  MpiBackend(std::shared_ptr<MpiRuntime> runtime, MpiComm comm, MpiBackendOptions options);
+  // `probe`: the world's peer probe, shared with every group split from it.
+  MpiBackend(std::shared_ptr<MpiRuntime> runtime, MpiComm comm, MpiBackendOptions options,
+             std::shared_ptr<PeerProbe> probe);
   // A backend without a communicator yet, only to poll the creation of the world's.
   MpiBackend(std::shared_ptr<MpiRuntime> runtime, int rank, int size);
 
@@ -201,6 +218,10 @@ class MpiBackend final : public Backend {
   void wait(std::unique_ptr<Pending>& pending, const Call& call, const std::string& what,
             const char* stage);
   std::string describe(const Call& call, size_t count, DType dtype, const char* extra) const;
+  // After `call` timed out having waited `waited`: probes the peers (see the file comment) and
+  // describes them, as a sentence ending in ". ", or "" without a probe (a group of one, or
+  // the world communicator's creation).
+  std::string probe_peers(const Call& call, Clock::duration waited);
   // The all-gather of all_gather and of all_reduce's phase 2, point to point (MPI_Irecv from and
   // MPI_Isend to every peer): rank j's counts[j] elements land at element displs[j] of `full` on
   // every rank (displs ascending). This rank sends `own`, which is either its slot in `full` or
@@ -224,12 +245,15 @@ class MpiBackend final : public Backend {
 
   // Declared first so that it is destroyed last: MPI_Comm_free must precede MPI_Finalize.
   std::shared_ptr<MpiRuntime> runtime_;
+  std::shared_ptr<PeerProbe> probe_;  // null only while creating the world
   MpiComm comm_;
   MpiBackendOptions options_;
   int rank_ = 0;
   int size_ = 1;
-  uint64_t collectives_ = 0;   // group collectives issued on this backend, for check_call
-  uint64_t bytes_copied_ = 0;  // see bytes_copied(); on the communicator's thread
+  std::vector<int> world_ranks_;  // MPI_COMM_WORLD rank of each rank of this group
+  int64_t group_id_ = 0;          // a hash of world_ranks_: the same on every member
+  uint64_t collectives_ = 0;      // group collectives issued on this backend, for check_call
+  uint64_t bytes_copied_ = 0;     // see bytes_copied(); on the communicator's thread
   std::atomic<bool> aborted_{false};
   std::mutex abort_mutex_;
   std::string abort_reason_;            // the first abort's reason

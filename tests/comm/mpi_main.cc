@@ -16,9 +16,11 @@
 // - MpiFault.DISABLED_*: runs that must end the whole job, selected one at a time by ctest
 //   (--gtest_also_run_disabled_tests --gtest_filter=MpiFault.DISABLED_X): a rank that skips a
 //   collective (the others time out after 1 s and abort the job), a rank that issues a different
-//   count (CommError, abort), a rank that SIGKILLs itself mid-collective. ctest passes them on
-//   the message in the output and a TIMEOUT bounds how long the job may take to end; a rank
-//   that is still alive when it should not be prints "was not aborted" (FAIL_REGULAR_EXPRESSION).
+//   count (CommError, abort), a rank that SIGKILLs itself mid-collective, and the peer probe of
+//   a timeout (the rank that skipped is named as not answering; a rank that waits in another
+//   call, as alive there, also from a group split from the world). ctest passes them on the message
+//   in the output and a TIMEOUT bounds how long the job may take to end; a rank that is still alive
+//   when it should not be prints "was not aborted" (FAIL_REGULAR_EXPRESSION).
 //
 // Every rank prints its own failures (prefixed with its rank); only rank 0 prints the full
 // gtest progress. The world communicator is made once, by the factory, for the whole program.
@@ -414,6 +416,8 @@ void linger_then_fail(const char* why) {
   ADD_FAILURE() << "rank " << world().rank() << " was not aborted: " << why;
 }
 
+// Rank 0 hangs outside every MPI call (sleeping, its communicator idle): the others time out, and
+// their peer probe names rank 0 as not answering and each other as waiting in the same call.
 TEST(MpiFault, DISABLED_SkippedCollectiveTimesOutAndAbortsTheJob) {
   CpuAllocator allocator(nullptr);
   Tensor t = make(allocator, 1024, DType::kF32, "timeout");
@@ -465,6 +469,52 @@ TEST(MpiFault, DISABLED_KilledRankEndsTheJob) {
     std::cout << "[rank " << world().rank() << "] " << e.what() << std::endl;
   }
   linger_then_fail("a peer was killed but this rank survived");
+}
+
+// The peer probe of a timeout (comm/mpi/peer_probe.h; a rank that hangs outside every MPI call is
+// SkippedCollectiveTimesOutAndAbortsTheJob's rank 0): the last rank waits in a recv (another
+// call, still polling MPI) while the others' all_reduce times out: their errors name it as
+// alive, waiting in that recv, and nobody as not answering.
+TEST(MpiFault, DISABLED_RankWaitingInAnotherCallIsNamedAsAlive) {
+  CpuAllocator allocator(nullptr);
+  Tensor t = make(allocator, 1024, DType::kF32, "elsewhere");
+  fill_messy(t, world().rank(), 5);
+  world().barrier()->wait();
+  try {
+    if (world().rank() == world().size() - 1) {
+      // Nobody sends: this recv outlasts the job, answering probes all the while.
+      world().recv(t, 0, with_timeout(Ms(8000), "recv nobody sends"))->wait();
+    } else {
+      world().all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "last rank elsewhere"))->wait();
+    }
+  } catch (const CommError& e) {
+    std::cout << "[rank " << world().rank() << "] " << e.what() << std::endl;
+  }
+  linger_then_fail("a collective timed out but MPI_Abort did not end the job");
+}
+
+// On 4 ranks, the pairs {0, 2} and {1, 3} split from the world: world rank 2 waits in a recv on
+// the world while world rank 0's all_reduce on their pair times out. The world and its groups
+// share one probe, so rank 2 answers from its world recv, and rank 0's error names it by its rank
+// in the pair and in the world, waiting in a call of another group.
+TEST(MpiFault, DISABLED_SplitGroupNamesItsPeersByWorldRank) {
+  ASSERT_EQ(world().size(), 4) << "run on 4 ranks";
+  const int rank = world().rank();
+  std::unique_ptr<Communicator> pair = world().split(rank % 2, rank, with_timeout(Ms(30000)));
+  CpuAllocator allocator(nullptr);
+  Tensor t = make(allocator, 1024, DType::kF32, "pair");
+  fill_messy(t, rank, 6);
+  world().barrier()->wait();
+  try {
+    if (rank == 0) {
+      pair->all_reduce(t, ReduceOp::kSum, with_timeout(Ms(1000), "pair without rank 2"))->wait();
+    } else if (rank == 2) {
+      world().recv(t, 1, with_timeout(Ms(8000), "recv nobody sends"))->wait();
+    }
+  } catch (const CommError& e) {
+    std::cout << "[rank " << rank << "] " << e.what() << std::endl;
+  }
+  linger_then_fail("world rank 0's all_reduce on its pair timed out but the job was not aborted");
 }
 
 using ::zs::testing::parse_ranks;

@@ -192,6 +192,16 @@ TEST(RestartPolicy, RetriesLostPeersAndIoButNotWhatFailsAgain) {
   EXPECT_EQ(error_kind(std::runtime_error("other")), "std::exception");
 }
 
+// --inject-fault RANK:STEP:hang (run under mpirun by ctest mpi.train.hung_rank_named.np3).
+TEST(RestartFlags, AHangFaultParses) {
+  const InjectedFault hang = parse_injected_fault("2:3:hang");
+  EXPECT_EQ(hang.rank, 2);
+  EXPECT_EQ(hang.step, 3);
+  EXPECT_EQ(hang.kind, InjectedFault::Kind::kHang);
+  EXPECT_CONTAINS(error_message<InvalidArgument>([] { parse_injected_fault("2:3:hung"); }),
+                  "invalid or hang");
+}
+
 TEST(RestartFlags, MaxRestartsNeedsACheckpointDirAndRankThreads) {
   TrainConfig c;
   const char* argv[] = {
