@@ -4,7 +4,8 @@
 # report fails its test (UBSan and ASan stop the process; TSan makes it exit 66), so ctest fails.
 #
 #   scripts/sanitize.sh asan   ASan + UBSan (build-asan): the unit and multirank tests
-#   scripts/sanitize.sh tsan   TSan (build-tsan): the comm, sharding and engine multirank tests
+#   scripts/sanitize.sh tsan   TSan (build-tsan): the comm, sharding and engine multirank tests,
+#                              and the NVMe offload store's
 #
 # Extra arguments go to ctest (e.g. -R Engine). ZS_SANITIZE_JOBS sets the build and ctest
 # parallelism (default: nproc). scripts/test.sh (the README's test command, which CI runs) calls
@@ -57,11 +58,12 @@ case "$kind" in
   tsan)
     build_dir=build-tsan
     configure=("${common[@]}" -DZS_SANITIZE=thread -DZS_GEMM=eigen)
-    targets=(zs_comm_tests zs_sharding_tests zs_train_tests)
+    targets=(zs_comm_tests zs_sharding_tests zs_train_tests zs_offload_tests)
     # The comm and sharding programs whole, except the collective suite on 3 and 4 ranks (the
     # 2-rank case runs the same code; those took 45 s and 117 s under TSan here); from the train
-    # program the engine's multi-rank runs.
-    select=(-L multirank -E "LocalSuite\\..*/[34]ranks" -R "(^|/)(Local|CpuStreamOrder|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine)[A-Za-z]*\\.")
+    # program the engine's multi-rank runs and the NVMe offload's; the NVMe store and its pager
+    # (an I/O thread; label threads).
+    select=(-L "multirank|threads" -E "LocalSuite\\..*/[34]ranks" -R "(^|/)(Local|CpuStreamOrder|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine|NvmeStore|NvmeStatePager|NvmeOffload)[A-Za-z]*\\.")
     export OMP_NUM_THREADS=1
     export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:history_size=4:suppressions=$PWD/scripts/tsan.supp}
     ;;

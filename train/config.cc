@@ -129,7 +129,8 @@ void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& c
   r.take("device", [&](const json& v) {
     const std::string device = lower(r.get<std::string>(v, "device"));
     ZS_CHECK(device == "none" || device == "cpu" || device == "nvme", "deepspeed config: '",
-             r.child("device"), "' = \"", device, "\": use \"cpu\" (the masters and optimizer "
+             r.child("device"), "' = \"", device,
+             "\": use \"cpu\" (the masters and optimizer "
              "state in host memory), \"nvme\" (the optimizer state on NVMe) or \"none\"");
     config.offload_optimizer = device == "cpu"    ? OffloadTarget::kHost
                                : device == "nvme" ? OffloadTarget::kNvme
@@ -145,9 +146,8 @@ void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& c
              "' must be in [1, 64], got ", v.dump());
     config.nvme_buffer_count = static_cast<int>(count);
   });
-  r.take("nvme_path", [&](const json& v) {
-    config.nvme_paths = {r.get<std::string>(v, "nvme_path")};
-  });
+  r.take("nvme_path",
+         [&](const json& v) { config.nvme_paths = {r.get<std::string>(v, "nvme_path")}; });
   for (const char* k : {"pipeline_read", "pipeline_write"}) {
     r.note(k, "zeroshard always overlaps the optimizer state's reads and writes with the update",
            notes);
@@ -705,11 +705,14 @@ void validate(const TrainConfig& c, int world) {
            "the optimizer state's swap files (repeat it to stripe over several drives)");
   ZS_CHECK(c.nvme_paths.empty() || c.offload_optimizer == OffloadTarget::kNvme,
            "--nvme-path is the swap directory of --offload-optimizer nvme, which is not set (it "
-           "is ", offload_target_name(c.offload_optimizer), "); add --offload-optimizer nvme or "
+           "is ",
+           offload_target_name(c.offload_optimizer),
+           "); add --offload-optimizer nvme or "
            "drop --nvme-path");
   ZS_CHECK(c.nvme_buffer_count >= 1 && c.nvme_buffer_count <= 64,
            "--nvme-buffer-count must be in [1, 64] (host buffers of one unit's optimizer state "
-           "each; 3 or more overlap the disk with the update), got ", c.nvme_buffer_count);
+           "each; 3 or more overlap the disk with the update), got ",
+           c.nvme_buffer_count);
   ZS_CHECK(c.data.empty() || c.text.empty(),
            "give either --data (token files) or --text (raw "
            "text), not both");
@@ -886,7 +889,10 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
   m.max_live_gathered_bytes = s.max_live_gathered_bytes;
   m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;
   m.max_reductions_in_flight = s.max_reductions_in_flight;
-  m.offload = plan.offload_optimizer ? OffloadKind::kOptimizer : OffloadKind::kNone;
+  m.offload = plan.optimizer_state_on_nvme ? OffloadKind::kOptimizerNvme
+              : plan.offload_optimizer     ? OffloadKind::kOptimizer
+                                           : OffloadKind::kNone;
+  m.nvme_buffer_count = c.nvme_buffer_count;
   return m;
 }
 

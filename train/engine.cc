@@ -172,8 +172,8 @@ class RankRun final : private StepRunner {
       std::snprintf(name, sizeof(name), "zs-rank-%05d-optimizer-state", comm_.rank());
       store.name = name;
       store.direct = c_.nvme_direct;
-      state_pager_ = std::make_unique<offload::NvmeStatePager>(store, host_tier_->allocator(),
-                                                               c_.nvme_buffer_count, *c_.file_system);
+      state_pager_ = std::make_unique<offload::NvmeStatePager>(
+          store, host_tier_->allocator(), c_.nvme_buffer_count, *c_.file_system);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {
@@ -201,7 +201,8 @@ class RankRun final : private StepRunner {
     checkpointer_ = make_checkpointer(c_, state);
     rank_ = std::make_unique<RankContext>(RankContext{
         c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
-        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr});
+        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
+        state_pager_ ? state_pager_->store().reserved() : 0});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.
@@ -407,10 +408,7 @@ TrainResult run_training(const TrainConfig& config) {
                 "the per-rank memory budget ", format_bytes(config.memory_budget),
                 " is too small for this model: ", memory_advice(config, units, world));
   }
-  // (--offload-optimizer nvme: the host tier holds the masters and a few units' state buffers,
-  // which zs-mem's host column does not model yet; the tier's allocator still enforces the
-  // budget.)
-  if (config.offload_optimizer == OffloadTarget::kHost && config.host_memory_budget > 0) {
+  if (config.offload_optimizer != OffloadTarget::kNone && config.host_memory_budget > 0) {
     // The host tier allocates nothing during a step: zs-mem's figure is its size, exactly.
     const uint64_t host = model_state_estimate(config, units, world, config.stage).host.total();
     ZS_CHECK_AS(OutOfMemory, host <= config.host_memory_budget,

@@ -38,6 +38,7 @@ struct MemArgs {
   int grad_accum = 1;
   std::string grad_sync = "per-micro-batch";
   std::string offload = "none";
+  int nvme_buffer_count = 4;
   std::string budget;
   bool no_prefetch = false;
   std::string max_live;
@@ -170,8 +171,9 @@ MemRun resolve(const MemArgs& a) {
   }
   MemoryModelConfig& c = run.config;
   c = memory_model_config(train, a.ranks, /*stage: set per row*/ 3);
-  c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none or optimizer",
+  c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none, optimizer or optimizer-nvme",
                                       [](const std::string& s) { return parse_offload_kind(s); });
+  c.nvme_buffer_count = a.nvme_buffer_count;
   c.alignment = a.alignment;
   if (!a.budget.empty()) {
     run.budget = size_flag("--budget", a.budget);
@@ -203,12 +205,19 @@ MemRun resolve(const MemArgs& a) {
         "--params without --units is one unit: stage 3 gathers the whole model at once "
         "(--units K splits it into K equal units, as a stack of blocks)");
   }
-  if (c.offload != OffloadKind::kNone) {
+  if (c.offload == OffloadKind::kOptimizer) {
     run.notes.push_back(
         "optimizer offload (zs-train --offload-optimizer host): the host tier column is what "
         "each rank's host tier holds — the fp32 masters, the optimizer state and the host copy "
         "of the gradient shard (plus, in fp16/bf16, one staging buffer); the optimizer step runs "
         "on the CPU");
+  } else if (c.offload == OffloadKind::kOptimizerNvme) {
+    run.notes.push_back(
+        "optimizer offload with the state on NVMe (zs-train --offload-optimizer nvme): the host "
+        "tier column holds the fp32 masters, the host copy of the gradient shard and " +
+        std::to_string(c.nvme_buffer_count) +
+        " buffers of one unit's optimizer state (--nvme-buffer-count); the NVMe figure is the "
+        "optimizer state in each rank's swap files");
   }
   return run;
 }
@@ -255,7 +264,9 @@ void print_stage_rows(const MemRun& run, std::ostream& out) {
   std::vector<std::string> header{"stage"};
   for (MemoryCategory category : kShown) header.emplace_back(category_name(category));
   header.insert(header.end(), {"peak total", "between steps", "ZeRO paper"});
+  const bool nvme = run.config.offload == OffloadKind::kOptimizerNvme;
   if (offload) header.emplace_back("host tier");
+  if (nvme) header.emplace_back("NVMe");
   rows.push_back(header);
   for (int stage : run.stages) {
     MemoryModelConfig config = run.config;
@@ -268,6 +279,7 @@ void print_stage_rows(const MemRun& run, std::ostream& out) {
     row.push_back(bytes(e.steady.total()));
     row.push_back(paper_cell(e));
     if (offload) row.push_back(bytes(e.host.total()));
+    if (nvme) row.push_back(bytes(e.nvme));
     rows.push_back(row);
   }
   out << table(rows);
@@ -292,6 +304,9 @@ void print_one_stage(const MemRun& run, std::ostream& out) {
   if (offload) total.push_back(bytes(e.host.total()));
   rows.push_back(total);
   out << table(rows);
+  if (config.offload == OffloadKind::kOptimizerNvme) {
+    out << "NVMe tier per rank (optimizer state): " << bytes(e.nvme) << "\n";
+  }
   out << "ZeRO paper, stage " << config.stage << ": " << paper_cell(e)
       << " (Ψ = " << with_commas(e.numel) << ", N = " << e.shard_ranks << ")\n";
   if (config.stage == 3) {
@@ -400,7 +415,12 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                  "stages 0/1 with --grad-accum > 1: per-micro-batch (default) or per-step (a "
                  "local fp32 sum reduced once per step: stage 1 holds 4 bytes per parameter "
                  "more; rows of stages 2/3 reduce per micro-batch regardless)");
-  app.add_option("--offload", a.offload, "none (default) or optimizer (masters + state on host)");
+  app.add_option("--offload", a.offload,
+                 "none (default), optimizer (masters + state on host) or optimizer-nvme "
+                 "(masters on host, state on NVMe)");
+  app.add_option("--nvme-buffer-count", a.nvme_buffer_count,
+                 "with --offload optimizer-nvme: host buffers of one unit's state (default 4)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--budget", a.budget, "per-rank bytes, e.g. 16GiB: largest preset that fits");
   app.add_flag("--no-prefetch", a.no_prefetch, "stage 3: gather on demand only");
   app.add_option("--max-live-gathered", a.max_live, "stage 3: limit on gathered bytes");

@@ -47,13 +47,24 @@ int64_t optimizer_state_bytes_per_element(OptimizerKind kind) {
 }
 
 const char* offload_kind_name(OffloadKind kind) {
-  return kind == OffloadKind::kOptimizer ? "optimizer" : "none";
+  switch (kind) {
+    case OffloadKind::kOptimizer:
+      return "optimizer";
+    case OffloadKind::kOptimizerNvme:
+      return "optimizer-nvme";
+    case OffloadKind::kNone:
+      break;
+  }
+  return "none";
 }
 
 OffloadKind parse_offload_kind(const std::string& name) {
-  if (name == "none") return OffloadKind::kNone;
-  if (name == "optimizer") return OffloadKind::kOptimizer;
-  ZS_THROW(InvalidArgument, "unknown offload '", name, "'; expected none or optimizer");
+  for (OffloadKind kind :
+       {OffloadKind::kNone, OffloadKind::kOptimizer, OffloadKind::kOptimizerNvme}) {
+    if (name == offload_kind_name(kind)) return kind;
+  }
+  ZS_THROW(InvalidArgument, "unknown offload '", name,
+           "'; expected none, optimizer or optimizer-nvme");
 }
 
 uint64_t CategoryBytes::total() const {
@@ -265,6 +276,9 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
   return peak;
 }
 
+// The NVMe tier's alignment (offload/nvme_store.h kAlignment): every region and buffer.
+uint64_t round_up_4k(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
 // Where the fp32 master doubled as the compute copy (fp32 at every stage: the full buffer, its
 // slot, or stage 3's parameter shard) that copy stays in parameters on the device, as a buffer of
 // its own; the master the optimizer updates moves to the host tier with its state.
@@ -318,6 +332,9 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
            "memory model: param_dtype and reduce_dtype must be fp32, fp16 or bf16");
   ZS_CHECK(config.reductions_in_flight >= 0, "memory model: reductions_in_flight must be >= 0");
+  ZS_CHECK(config.offload != OffloadKind::kOptimizerNvme || config.nvme_buffer_count >= 1,
+           "memory model: the NVMe tier needs at least 1 host buffer, got ",
+           config.nvme_buffer_count);
   ZS_CHECK(config.max_reductions_in_flight >= 0,
            "memory model: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
            config.max_reductions_in_flight);
@@ -429,7 +446,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     (*model.peak)[kComm] += transients.comm;
   }
 
-  if (config.offload == OffloadKind::kOptimizer) {
+  if (config.offload != OffloadKind::kNone) {
     // The host tier (ShardedModel's optimizer offload): per unit the fp32 master, its optimizer
     // state and the host copy of the fp32 gradient shard; in fp16/bf16 one staging buffer of the
     // largest master in param_dtype, where the updated masters are cast before they go back.
@@ -438,9 +455,17 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
       const uint64_t master_numel = static_cast<uint64_t>(policy.master_numel(
           static_cast<int64_t>(sizes.padded[u]), static_cast<int64_t>(sizes.shard[u])));
       estimate.host[kMaster] += 4 * master_numel;
-      estimate.host[kOptim] += state_bytes * master_numel;
       estimate.host[kGrads] += 4 * master_numel;
       largest_master = std::max(largest_master, master_numel);
+      if (config.offload == OffloadKind::kOptimizer) {
+        estimate.host[kOptim] += state_bytes * master_numel;
+      } else {
+        estimate.nvme += state_bytes / 4 * round_up_4k(4 * master_numel);
+      }
+    }
+    if (config.offload == OffloadKind::kOptimizerNvme && state_bytes > 0) {
+      estimate.host[kOptim] = static_cast<uint64_t>(config.nvme_buffer_count) *
+                              (state_bytes / 4 * round_up_4k(4 * largest_master) + 4096);
     }
     if (!fp32_params) estimate.host[kParams] = largest_master * sizes.p;
     for (CategoryBytes* device :

@@ -57,7 +57,11 @@
 // ShardedModel allocates it: per unit the fp32 master (4M), its state and the host copy of the
 // gradient shard (4M), M = the rank's master elements; with p < 4 one param_dtype staging buffer
 // of the largest unit's M (parameters). The host tier allocates nothing during a step, so `host`
-// is both its steady bytes and its peak, exactly.
+// is both its steady bytes and its peak, exactly. With the state on NVMe (kOptimizerNvme,
+// zs-train --offload-optimizer nvme) the host tier's optimizer_state is the pager's buffers
+// instead — nvme_buffer_count × (each state tensor of the largest unit, rounded up to 4 KiB, and
+// 4 KiB of alignment slack) — and `nvme` holds the state, each unit's tensors rounded up to 4 KiB
+// (offload/nvme_state_pager.h).
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -82,8 +86,9 @@ OptimizerKind parse_optimizer_kind(const std::string& name);  // throws InvalidA
 // fp32 bytes of optimizer state per master element: 8, 0, 4.
 int64_t optimizer_state_bytes_per_element(OptimizerKind kind);
 
-enum class OffloadKind { kNone, kOptimizer };
-const char* offload_kind_name(OffloadKind kind);          // "none", "optimizer"
+enum class OffloadKind { kNone, kOptimizer, kOptimizerNvme };
+// "none", "optimizer", "optimizer-nvme"
+const char* offload_kind_name(OffloadKind kind);
 OffloadKind parse_offload_kind(const std::string& name);  // throws InvalidArgument
 
 // One sharded unit as the estimator sees it.
@@ -128,6 +133,8 @@ struct MemoryModelConfig {
   // communicator's thread (peak's model; >= 0).
   int reductions_in_flight = 1;
   OffloadKind offload = OffloadKind::kNone;
+  // kOptimizerNvme: the host buffers of optimizer state (zs-train --nvme-buffer-count).
+  int nvme_buffer_count = 4;
 };
 
 // Bytes per memory category.
@@ -154,6 +161,9 @@ struct MemoryEstimate {
   // ShardedModel::peak_live_gathered_bytes() of a steady-state step. 0 for stages 0–2.
   uint64_t gathered_window_bytes = 0;
   CategoryBytes host;  // the host tier (optimizer offload), steady = peak
+  // kOptimizerNvme: the optimizer state on the rank's NVMe tier (the bytes its swap files
+  // reserve; the files are preallocated to whole stripes of 1 MiB per directory).
+  uint64_t nvme = 0;
 };
 
 // Throws InvalidArgument for an invalid config (stage, world, hybrid group, dtypes, alignment)

@@ -37,6 +37,8 @@ struct RankContext {
   TrainResult& result;  // filled on rank 0 (the lead)
   // --offload-optimizer host: the rank's host tier (offload/host_pool.h); null otherwise.
   MemoryTracker* host_tier;
+  // --offload-optimizer nvme: the bytes of optimizer state on the rank's NVMe tier; 0 otherwise.
+  uint64_t nvme_bytes = 0;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;

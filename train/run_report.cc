@@ -1,6 +1,8 @@
 // RunReport (train/run_report.h).
 #include "train/run_report.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -121,6 +123,20 @@ void RunReport::on_end(int64_t /*steps*/) {
     }
     result.host_peak_total_max = host.peak_total.max;
     result.memory_table += host_memory_table(host, c.host_memory_budget);
+  }
+  if (c.offload_optimizer == OffloadTarget::kNvme) {
+    // The NVMe tier: the optimizer state's bytes in each rank's swap files.
+    uint64_t low = UINT64_MAX;
+    uint64_t high = 0;
+    for (const std::vector<uint64_t>& r :
+         gather_u64(rank_.comm, rank_.compute, {rank_.nvme_bytes})) {
+      low = std::min(low, r.at(0));
+      high = std::max(high, r.at(0));
+    }
+    result.nvme_bytes_max = high;
+    result.memory_table +=
+        "NVMe tier per rank (optimizer state, --nvme-path): " + format_bytes(low) +
+        (low == high ? "" : " to " + format_bytes(high)) + "\n";
   }
 
   // Traffic of the last step next to the formula.

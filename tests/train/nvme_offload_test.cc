@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt_presets.h"
 #include "runtime/error.h"
 #include "runtime/fault_file_system.h"
 #include "tests/support/corpus.h"
@@ -22,6 +23,7 @@
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
+#include "train/memory_model.h"
 
 namespace zs::train {
 namespace {
@@ -119,6 +121,39 @@ TEST_F(NvmeOffload, TheHostTierHoldsBuffersNotTheState) {
   // m and v (the largest, rounded up to 4 KiB each, plus 4 KiB of slack).
   EXPECT_LT(n.host_peak_max[state], h.host_peak_max[state]) << n.memory_table;
   EXPECT_EQ(n.peak_max[state], 0u);  // nothing of it on the device either
+}
+
+// zs-mem --offload optimizer-nvme gives each host-tier category and the NVMe bytes the run
+// measures, exactly (the host tier allocates nothing during a step).
+TEST_F(NvmeOffload, ZsMemsHostAndNvmeSplitIsWhatTheRunMeasures) {
+  for (const DType precision : {DType::kF32, DType::kBF16}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      for (int buffers : {1, 4}) {
+        TrainConfig c = run(2, stage, precision, OffloadTarget::kNvme);
+        c.nvme_buffer_count = buffers;
+        c.steps = 2;
+        const TrainResult r = run_training(c);
+        models::GptConfig shape = models::gpt_preset("tiny");
+        shape.n_layer = c.n_layer;
+        shape.width = c.width;
+        shape.n_head = c.n_head;
+        shape.context = c.context;
+        const MemoryEstimate e =
+            estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, stage));
+        const std::string what = "stage " + std::to_string(stage) + " " + dtype_name(precision) +
+                                 ", " + std::to_string(buffers) + " buffers";
+        EXPECT_EQ(e.config.offload, OffloadKind::kOptimizerNvme) << what;
+        ASSERT_EQ(r.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories)) << what;
+        for (int cat = 0; cat < kNumMemoryCategories; ++cat) {
+          EXPECT_EQ(r.host_peak_max[cat], e.host[static_cast<MemoryCategory>(cat)])
+              << "host " << category_name(static_cast<MemoryCategory>(cat)) << ", " << what;
+        }
+        EXPECT_GT(e.nvme, 0u) << what;
+        EXPECT_EQ(r.nvme_bytes_max, e.nvme) << what;
+        EXPECT_NE(r.memory_table.find("NVMe tier per rank"), std::string::npos) << r.memory_table;
+      }
+    }
+  }
 }
 
 TEST_F(NvmeOffload, CheckpointsResumeBitForBitWhereverTheStateLives) {
