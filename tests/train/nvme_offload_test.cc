@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "models/gpt_presets.h"
 #include "runtime/error.h"
 #include "runtime/fault_file_system.h"
 #include "tests/support/corpus.h"
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
 #include "tests/support/step_bits.h"
+#include "tests/support/zs_mem.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -133,13 +133,7 @@ TEST_F(NvmeOffload, ZsMemsHostAndNvmeSplitIsWhatTheRunMeasures) {
         c.nvme_buffer_count = buffers;
         c.steps = 2;
         const TrainResult r = run_training(c);
-        models::GptConfig shape = models::gpt_preset("tiny");
-        shape.n_layer = c.n_layer;
-        shape.width = c.width;
-        shape.n_head = c.n_head;
-        shape.context = c.context;
-        const MemoryEstimate e =
-            estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, stage));
+        const MemoryEstimate e = zs::testing::zs_mem_estimate(c, 2, stage);
         const std::string what = "stage " + std::to_string(stage) + " " + dtype_name(precision) +
                                  ", " + std::to_string(buffers) + " buffers";
         EXPECT_EQ(e.config.offload, OffloadKind::kOptimizerNvme) << what;

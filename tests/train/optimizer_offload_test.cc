@@ -20,6 +20,7 @@
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
 #include "tests/support/step_bits.h"
+#include "tests/support/zs_mem.h"
 #include "train/cli.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -38,12 +39,7 @@ using zs::testing::write_text;
 
 // zs-mem's estimate of the run `c` (the tiny preset with c's shape) on two ranks at `stage`.
 MemoryEstimate zs_mem_estimate(const TrainConfig& c, int stage) {
-  models::GptConfig shape = models::gpt_preset("tiny");
-  shape.n_layer = c.n_layer;
-  shape.width = c.width;
-  shape.n_head = c.n_head;
-  shape.context = c.context;
-  return estimate_memory(gpt_memory_units(shape), memory_model_config(c, 2, stage));
+  return zs::testing::zs_mem_estimate(c, 2, stage);
 }
 
 class OptimizerOffload : public ::testing::Test {
