@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "bench/disk.h"
+#include "bench/quiet_stdout.h"
 #include "checkpoint/file_checksum.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/file_system.h"
@@ -64,6 +65,7 @@ using Clock = std::chrono::steady_clock;
 using zs::bench::drop_from_page_cache;
 using zs::bench::fail;
 using zs::bench::kAlign;
+using zs::bench::QuietStdout;
 using zs::bench::raw_bandwidth;
 using zs::bench::RawResult;
 
@@ -319,28 +321,6 @@ class ExportRunner {
   pid_t pid_ = -1;
   int requests_ = -1;
   int replies_ = -1;
-};
-
-// Sends this process's stdout to /dev/null while it lives (the engine's memory and traffic
-// tables, which would bury the benchmark's own).
-class QuietStdout {
- public:
-  QuietStdout() : saved_(::dup(1)) {
-    std::fflush(stdout);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::close(null);
-  }
-  ~QuietStdout() {
-    std::fflush(stdout);
-    ::dup2(saved_, 1);
-    ::close(saved_);
-  }
-  QuietStdout(const QuietStdout&) = delete;
-  QuietStdout& operator=(const QuietStdout&) = delete;
-
- private:
-  int saved_;
 };
 
 }  // namespace

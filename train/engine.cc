@@ -199,10 +199,10 @@ class RankRun final : private StepRunner {
     state.compute = &compute_;
     state.result = result_;
     checkpointer_ = make_checkpointer(c_, state);
-    rank_ = std::make_unique<RankContext>(RankContext{
-        c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
-        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
-        state_pager_ ? state_pager_->store().reserved() : 0});
+    rank_ = std::make_unique<RankContext>(
+        RankContext{c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_,
+                    *sharded_, plan_.sharding, seq_, *result_,
+                    host_tier_ ? &host_tier_->tracker() : nullptr, state_pager_.get()});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.

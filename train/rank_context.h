@@ -19,6 +19,10 @@
 #include "train/records.h"
 #include "train/tasks.h"
 
+namespace zs::offload {
+class NvmeStatePager;
+}  // namespace zs::offload
+
 namespace zs::train {
 
 struct RankContext {
@@ -37,8 +41,9 @@ struct RankContext {
   TrainResult& result;  // filled on rank 0 (the lead)
   // --offload-optimizer host: the rank's host tier (offload/host_pool.h); null otherwise.
   MemoryTracker* host_tier;
-  // --offload-optimizer nvme: the bytes of optimizer state on the rank's NVMe tier; 0 otherwise.
-  uint64_t nvme_bytes = 0;
+  // --offload-optimizer nvme: the optimizer state's pager (offload/nvme_state_pager.h); null
+  // otherwise.
+  const offload::NvmeStatePager* state_pager = nullptr;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;

@@ -73,8 +73,13 @@ struct TrainResult {
   std::vector<size_t> host_peak_min;
   std::vector<size_t> host_peak_max;
   size_t host_peak_total_max = 0;
-  // --offload-optimizer nvme: the most optimizer-state bytes a rank's NVMe tier holds.
+  // --offload-optimizer nvme: the most optimizer-state bytes a rank's NVMe tier holds; the lead
+  // rank's bytes read and written over the run, and the seconds its optimizer steps waited for
+  // them (what the pipeline did not hide).
   uint64_t nvme_bytes_max = 0;
+  uint64_t nvme_bytes_read = 0;
+  uint64_t nvme_bytes_written = 0;
+  double nvme_wait_seconds = 0.0;
   // Last step, this rank: bytes sent by the collectives vs the stage's formula.
   uint64_t bytes_sent = 0;
   uint64_t formula_bytes_sent = 0;

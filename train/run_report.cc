@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "offload/nvme_state_pager.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -124,12 +125,16 @@ void RunReport::on_end(int64_t /*steps*/) {
     result.host_peak_total_max = host.peak_total.max;
     result.memory_table += host_memory_table(host, c.host_memory_budget);
   }
-  if (c.offload_optimizer == OffloadTarget::kNvme) {
-    // The NVMe tier: the optimizer state's bytes in each rank's swap files.
+  if (const offload::NvmeStatePager* pager = rank_.state_pager) {
+    // The NVMe tier: the optimizer state's bytes in each rank's swap files; this rank's traffic.
+    const offload::NvmeStoreStats io = pager->store().stats();
+    result.nvme_bytes_read = io.bytes_read;
+    result.nvme_bytes_written = io.bytes_written;
+    result.nvme_wait_seconds = pager->wait_seconds();
     uint64_t low = UINT64_MAX;
     uint64_t high = 0;
     for (const std::vector<uint64_t>& r :
-         gather_u64(rank_.comm, rank_.compute, {rank_.nvme_bytes})) {
+         gather_u64(rank_.comm, rank_.compute, {pager->store().reserved()})) {
       low = std::min(low, r.at(0));
       high = std::max(high, r.at(0));
     }
