@@ -107,12 +107,16 @@ if want tiny; then
     step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage $s \
       --grad-accum 4 --grad-sync per-step
   done
-  # Activation checkpointing and optimizer offload (pinned host memory) on the GPU: the logged
-  # losses equal the plain bf16 runs above (stage 3 and stage 2 give stage 0's).
+  # Activation checkpointing and optimizer offload (pinned host memory, then NVMe) on the GPU: the
+  # logged losses equal the plain bf16 runs above (stage 3 and stage 2 give stage 0's).
   step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage 3 \
     --activation-checkpointing
   step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage 2 \
     --offload-optimizer host
+  # The optimizer state on NVMe (O_DIRECT swap files, pinned host buffers): the same losses again.
+  mkdir -p /tmp/zs-nvme
+  step "$out/train.log" 60 "$bin/zs-train" "${common[@]}" "${tiny[@]}" --precision bf16 --zero-stage 2 \
+    --offload-optimizer nvme --nvme-path /tmp/zs-nvme
   step "$out/train.log" 30 "$bin/zs-mem" --model tiny --layers 4 --width 128 --heads 4 --context 128 \
     --precision bf16
 fi
