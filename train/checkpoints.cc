@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,9 @@ class ShardedCheckpointer final : public Checkpointer {
   // rank gets: one all-reduce of a zero table with each rank's own row filled in (sums of one
   // value and zeros are exact). Also the barrier of the step it closes.
   std::vector<float> agree(const std::vector<float>& mine, const std::string& what) const;
+  // The text of rank `rank`'s `error` (that rank passes its own; the others anything), on every
+  // rank: a collective.
+  std::string error_text_of(int rank, const std::exception_ptr& error) const;
   // The metadata of the state now, after `completed` steps (the files' checksums are not known
   // yet: publish adds them).
   json metadata(int64_t completed) const;
@@ -190,6 +194,33 @@ std::vector<float> ShardedCheckpointer::agree(const std::vector<float>& mine,
   t.copy_from(table);
   s_.comm->all_reduce(t, comm::ReduceOp::kSum, {{}, "checkpoint: " + what})->wait();
   return t.to_vector();
+}
+
+std::string ShardedCheckpointer::error_text_of(int rank, const std::exception_ptr& error) const {
+  // The text travels as one byte per float (exact), kText bytes at most.
+  constexpr size_t kText = 512;
+  std::vector<float> mine(kText, 0.0f);
+  if (rank == rank_ && error) {
+    std::string text;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+      text = "an unknown error";
+    }
+    for (size_t i = 0; i < std::min(text.size(), kText - 1); ++i) {
+      mine[i] = static_cast<float>(static_cast<unsigned char>(text[i]));
+    }
+  }
+  const std::vector<float> all = agree(mine, "the failed rank's error");
+  std::string text;
+  for (size_t i = 0; i < kText; ++i) {
+    const float c = all[kText * static_cast<size_t>(rank) + i];
+    if (c == 0.0f) break;
+    text.push_back(static_cast<char>(static_cast<unsigned char>(c)));
+  }
+  return text.empty() ? std::string("(its error was not told)") : text;
 }
 
 json ShardedCheckpointer::metadata(int64_t completed) const {
@@ -337,10 +368,16 @@ void ShardedCheckpointer::publish(bool wait) {
   const PendingSave save = std::move(pending);
   pending_.reset();
   const int64_t completed = save.completed;
+  if (failed >= 0) {
+    // Every rank learns the failed rank's reason (a collective: all are here), so that rank 0's
+    // message — the one a launcher's log shows first — says why, not only who.
+    const std::string why = error_text_of(failed, save.error);
+    if (save.error) std::rethrow_exception(save.error);
+    ZS_THROW(IoError, "checkpoint of step ", completed, ": rank ", failed, " could not write ",
+             checkpoint::rank_file_name(failed), " in '", save.temp, "': ", why,
+             " — the previous checkpoints are intact");
+  }
   if (save.error) std::rethrow_exception(save.error);
-  ZS_CHECK_AS(IoError, failed < 0, "checkpoint of step ", completed, ": rank ", failed,
-              " could not write ", checkpoint::rank_file_name(failed), " in '", save.temp,
-              "' (its error says why); the previous checkpoints are intact");
   // 4. Rank 0 publishes: the metadata, the directory under its step name, `latest`, pruning.
   const std::string& dir = c_.checkpoint_dir;
   std::exception_ptr error;

@@ -139,10 +139,11 @@ INSTANTIATE_TEST_SUITE_P(
               rule(kStep6 + "/rank-00000\\.bin", FileOp::kWrite, EIO),
               {"write of '", "rank-00000.bin", "Input/output error"},
               false},
-        // Rank 0 reports a peer's failure by the peer's file; rank 1's own error has the reason.
+        // Rank 0 reports a peer's failure by the peer's file and with the peer's own reason.
         Fault{"eio_on_peer_write",
               rule(kStep6 + "/rank-00001\\.bin", FileOp::kWrite, EIO),
-              {"rank 1 could not write rank-00001.bin", "previous checkpoints are intact"},
+              {"rank 1 could not write rank-00001.bin", "previous checkpoints are intact",
+               "Input/output error"},
               false},
         Fault{"fsync_fails",
               rule(kStep6 + "/rank-00000\\.bin", FileOp::kSync, EIO),
