@@ -25,8 +25,10 @@
 namespace zs::checkpoint {
 
 // The format version a step directory's meta.json carries (train/checkpoints.h writes it); one
-// of a newer version is refused by every reader.
-constexpr int kCheckpointFormatVersion = 1;
+// of a newer version is refused by every reader. 2: a hybrid replica's file entry names its
+// source rank's file (it writes none); version 1's entries each name their own, which reads the
+// same way.
+constexpr int kCheckpointFormatVersion = 2;
 // Refuses a meta.json `format_version` this build cannot read: newer than
 // kCheckpointFormatVersion (InvalidArgument: the zeroshard that wrote it reads it), or below 1
 // (CorruptCheckpoint). `dir` names the checkpoint in the message.

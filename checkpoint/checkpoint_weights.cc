@@ -21,10 +21,6 @@ using nlohmann::json;
 
 constexpr const char* kMetaFile = "meta.json";
 
-std::string rank_path(const std::string& dir, int rank) {
-  return (fs::path(dir) / rank_file_name(rank)).string();
-}
-
 const json& file_entry(const json& meta, int rank) {
   return meta.at("files").at(static_cast<size_t>(rank));
 }
@@ -143,7 +139,7 @@ void inspect_checkpoint(const std::string& path, std::ostream& out) {
     std::string first_error;
     for (int r = 0; r < layout.world_size(); ++r) {
       const json& entry = file_entry(meta, r);
-      const std::string file = rank_path(dir, r);
+      const std::string file = rank_file_path(dir, meta, r);
       std::string verdict = "ok";
       try {
         verify_file(file, layout.file_bytes(r), file_checksum(meta, r));
@@ -151,8 +147,9 @@ void inspect_checkpoint(const std::string& path, std::ostream& out) {
         verdict = fs::exists(file) ? "MISMATCH" : "MISSING";
         if (first_error.empty()) first_error = e.what();
       }
-      out << "  " << rank_file_name(r) << "  " << std::setw(12) << entry.at("bytes").dump() << "  "
-          << entry.at("checksum").get<std::string>() << "  " << verdict << "\n";
+      out << "  " << entry.at("name").get<std::string>() << "  " << std::setw(12)
+          << entry.at("bytes").dump() << "  " << entry.at("checksum").get<std::string>() << "  "
+          << verdict << "\n";
     }
     size_t width = 4;
     for (const auto& p : layout.parameters()) width = std::max(width, p.name.size());
@@ -174,7 +171,7 @@ CheckpointWeights::CheckpointWeights(const std::string& path)
     config_ = gpt_config(meta_, dir_);
     layout_ = std::make_unique<SavedLayout>(meta_, dir_);
     for (int r = 0; r < layout_->world_size(); ++r) {
-      const std::string file = rank_path(dir_, r);
+      const std::string file = rank_file_path(dir_, meta_, r);
       verify_file(file, layout_->file_bytes(r), file_checksum(meta_, r));
       files_.emplace_back(file, std::ios::binary);
       ZS_CHECK_AS(CorruptCheckpoint, files_.back().good(), "cannot open '", file, "'");
@@ -199,8 +196,8 @@ void CheckpointWeights::fill(const std::string& name, const Shape& shape, float*
     file.seekg(static_cast<std::streamoff>(span.file_offset));
     file.read(reinterpret_cast<char*>(dst + span.element),
               static_cast<std::streamsize>(span.count * static_cast<int64_t>(sizeof(float))));
-    ZS_CHECK_AS(CorruptCheckpoint, file.good(), "cannot read '", rank_path(dir_, span.rank),
-                "' at byte ", span.file_offset);
+    ZS_CHECK_AS(CorruptCheckpoint, file.good(), "cannot read '",
+                rank_file_path(dir_, meta_, span.rank), "' at byte ", span.file_offset);
   }
 }
 

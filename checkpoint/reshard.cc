@@ -230,7 +230,7 @@ ReshardReader::ReshardReader(const std::string& dir, const json& meta,
   }
   // Open and verify the files this rank reads, whole, before anything is changed.
   for (const int r : ranks_) {
-    const std::string path = (std::filesystem::path(dir) / rank_file_name(r)).string();
+    const std::string path = rank_file_path(dir, meta, r);
     const json& entry = meta.at("files").at(static_cast<size_t>(r));
     const Checksum checksum = Checksum::parse(entry.at("checksum").get<std::string>());
     files_.push_back(open_verified(path, saved.file_bytes(r), checksum));

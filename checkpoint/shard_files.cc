@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -23,6 +24,32 @@ std::string rank_file_name(int rank) {
   char name[32];
   std::snprintf(name, sizeof(name), "rank-%05d.bin", rank);
   return name;
+}
+
+int file_source_rank(const sharding::ShardedModel& model, int world_rank) {
+  const size_t units = model.local_shards().size();
+  for (int q = 0; q < world_rank; ++q) {
+    bool same = true;
+    for (size_t k = 0; k < units && same; ++k) {
+      same = file_range(model, k, q) == file_range(model, k, world_rank);
+    }
+    if (same) return q;
+  }
+  return world_rank;
+}
+
+std::string rank_file_path(const std::string& dir, const json& meta, int rank) {
+  const json& entry = meta.at("files").at(static_cast<size_t>(rank));
+  const std::string name = entry.at("name").get<std::string>();
+  int source = -1;
+  char tail = 0;
+  ZS_CHECK_AS(CorruptCheckpoint,
+              std::sscanf(name.c_str(), "rank-%5d.bin%c", &source, &tail) == 1 && source >= 0 &&
+                  source <= rank && name == rank_file_name(source),
+              "checkpoint '", dir, "': the file of rank ", rank, " is named '", name,
+              "', which is not the rank file of this rank or of a lower one; the metadata is "
+              "corrupt — resume from another checkpoint");
+  return (std::filesystem::path(dir) / name).string();
 }
 
 std::pair<int64_t, int64_t> file_range(const sharding::ShardedModel& model, size_t unit,

@@ -51,6 +51,14 @@ Checksum verify_file(const std::string& path, uint64_t bytes, const Checksum& ch
 
 // "rank-00003.bin".
 std::string rank_file_name(int rank);
+// The rank whose file holds rank `world_rank`'s part of the state: the lowest rank whose file
+// ranges equal its own in every unit. Itself, except for the replicas of a hybrid run — the
+// ranks at the same position of another shard group hold bitwise the same shards — which write
+// no file of their own: their metadata entry names their source's file (format version 2).
+int file_source_rank(const sharding::ShardedModel& model, int world_rank);
+// The path of rank `rank`'s file in checkpoint `dir`: the file its entry in `meta` names (a hybrid
+// replica's names its source's). CorruptCheckpoint for a name that is not a rank file's.
+std::string rank_file_path(const std::string& dir, const nlohmann::json& meta, int rank);
 // The elements [begin, end) of unit `unit`'s padded buffer that rank `world_rank`'s file holds:
 // its master range (ShardedModel::master_range) where masters are sharded (stages 1–3, hybrid);
 // where every rank holds the whole buffer (stage 0), the rank's slice of shard_numel elements.

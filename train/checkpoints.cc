@@ -22,9 +22,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -226,9 +226,11 @@ std::string ShardedCheckpointer::error_text_of(int rank, const std::exception_pt
 json ShardedCheckpointer::metadata(int64_t completed) const {
   json files = json::array();
   for (int r = 0; r < world_; ++r) {
-    files.push_back({{"rank", r},
-                     {"name", checkpoint::rank_file_name(r)},
-                     {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)}});
+    // A hybrid replica's entry names its source's file: it writes none (same shards, same bits).
+    files.push_back(
+        {{"rank", r},
+         {"name", checkpoint::rank_file_name(checkpoint::file_source_rank(*s_.model, r))},
+         {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)}});
   }
   json model = nullptr;
   if (s_.gpt) {
@@ -316,12 +318,17 @@ void ShardedCheckpointer::save(int64_t completed) {
   save.temp = checkpoint::temp_step_dir(dir, completed, static_cast<int64_t>(token));
   try {
     if (lead_) save.meta = metadata(completed);
-    writer_.snapshot((fs::path(save.temp) / checkpoint::rank_file_name(rank_)).string(),
-                     checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer),
-                     [this](const checkpoint::TensorVisitor& visit) {
-                       checkpoint::for_each_rank_file_tensor(*s_.model, rank_, *s_.optimizer, false,
-                                                             visit);
-                     });
+    if (checkpoint::file_source_rank(*s_.model, rank_) != rank_) {
+      // A hybrid replica: its source rank writes the file (rank 0 takes its checksum from it).
+      save.written = checkpoint::RankFileWriter::Written{};
+    } else {
+      writer_.snapshot((fs::path(save.temp) / checkpoint::rank_file_name(rank_)).string(),
+                       checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer),
+                       [this](const checkpoint::TensorVisitor& visit) {
+                         checkpoint::for_each_rank_file_tensor(*s_.model, rank_, *s_.optimizer,
+                                                               false, visit);
+                       });
+    }
   } catch (...) {
     save.error = std::current_exception();
   }
@@ -386,10 +393,11 @@ void ShardedCheckpointer::publish(bool wait) {
     try {
       json meta = save.meta;
       for (int r = 0; r < world_; ++r) {
-        // Every rank's writer checksums with the same algorithm; only the values travel.
+        // Every rank's writer checksums with the same algorithm; only the values travel. A hybrid
+        // replica's entry carries its source's (the file it names).
+        const auto source = static_cast<size_t>(checkpoint::file_source_rank(*s_.model, r));
         meta.at("files").at(static_cast<size_t>(r))["checksum"] =
-            checkpoint::Checksum{checkpoint::kSavedChecksum,
-                                 get_u64(&rows[kWidth * static_cast<size_t>(r) + 1])}
+            checkpoint::Checksum{checkpoint::kSavedChecksum, get_u64(&rows[kWidth * source + 1])}
                 .text();
       }
       detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string(), files());
@@ -460,7 +468,7 @@ bool ShardedCheckpointer::check_compatible(const json& meta, const std::string& 
 std::function<void()> ShardedCheckpointer::open_files(const std::string& dir, const json& meta,
                                                       bool same_plan, int rank) const {
   if (same_plan && checkpoint::file_holds_masters(*s_.model, rank)) {
-    const std::string file = (fs::path(dir) / checkpoint::rank_file_name(rank)).string();
+    const std::string file = checkpoint::rank_file_path(dir, meta, rank);
     const json& entry = meta.at("files").at(static_cast<size_t>(rank));
     auto reader = std::make_shared<checkpoint::RankFileReader>(
         file, checkpoint::rank_file_bytes(*s_.model, rank, *s_.optimizer),

@@ -31,6 +31,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_checksum.h"
+#include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "tests/support/corpus.h"
@@ -161,11 +162,39 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointResume,
                                   info.param.optimizer + (info.param.async ? "" : "_sync");
                          });
 
+// Hybrid 2 x 2: the replica group's ranks hold bitwise the shards of the first group's, so they
+// write no file; their entries name their source's file, with its checksum, and a resume reads
+// them from there (the resume itself: the hybrid case of the parameterized test above).
+TEST_F(Checkpoints, HybridReplicasWriteNoDuplicateFiles) {
+  const SavedRun full = run_saving(dir, corpus, 3, DType::kF32, /*hybrid_group=*/2);
+  const std::string step = step3(full);
+  EXPECT_TRUE(std::filesystem::exists(step + "/rank-00000.bin"));
+  EXPECT_TRUE(std::filesystem::exists(step + "/rank-00001.bin"));
+  EXPECT_FALSE(std::filesystem::exists(step + "/rank-00002.bin"));
+  EXPECT_FALSE(std::filesystem::exists(step + "/rank-00003.bin"));
+  std::ifstream in(step + "/meta.json");
+  const nlohmann::json meta = nlohmann::json::parse(in);
+  const nlohmann::json& files = meta.at("files");
+  ASSERT_EQ(files.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(files[r].at("rank"), r);
+    EXPECT_EQ(files[r].at("name"), checkpoint::rank_file_name(r % 2)) << r;
+    EXPECT_EQ(files[r].at("checksum"), files[r % 2].at("checksum")) << r;
+  }
+  // A name that is no rank file's, or a higher rank's, is corrupt metadata, not a path to follow.
+  nlohmann::json bad = meta;
+  bad.at("files")[1]["name"] = "../rank-00000.bin";
+  EXPECT_THROW((void)checkpoint::rank_file_path(step, bad, 1), CorruptCheckpoint);
+  bad.at("files")[1]["name"] = "rank-00003.bin";
+  EXPECT_THROW((void)checkpoint::rank_file_path(step, bad, 1), CorruptCheckpoint);
+  EXPECT_EQ(checkpoint::rank_file_path(step, meta, 3), step + "/rank-00001.bin");
+}
+
 TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
   const SavedRun full = run_saving(dir, corpus, 3, DType::kF16);
   std::ifstream in(step3(full) + "/meta.json");
   const nlohmann::json meta = nlohmann::json::parse(in);
-  EXPECT_EQ(meta.at("format_version"), 1);
+  EXPECT_EQ(meta.at("format_version"), 2);
   EXPECT_EQ(meta.at("completed_steps"), 3);
   EXPECT_EQ(meta.at("world_size"), 2);
   EXPECT_EQ(meta.at("stage"), 3);
