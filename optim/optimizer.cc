@@ -87,7 +87,9 @@ void Optimizer::step(float lr) {
       update(slots_[i].view, state, lr, steps_);
       pager_->release(i, true);
     }
-    pager_->flush();
+    // No flush: the last views' write-outs run on while the next step computes; a buffer is
+    // reused only after its write-out landed, and a failed one fails whoever waits for it next
+    // (the next step's prefetch or acquire, a checkpoint's access, flush_state()).
     for (GradientGate* gate : gates_) gate->stepped();
     return;
   }
@@ -148,6 +150,12 @@ Optimizer::StateAccess Optimizer::access_state(size_t i) const {
 
 void Optimizer::flush_state() const {
   if (pager_ != nullptr) pager_->flush();
+}
+
+void Optimizer::prefetch_state() const {
+  if (pager_ == nullptr) return;
+  // The pager takes free or idle buffers and skips a view when none is left.
+  for (size_t i = 0; i < slots_.size(); ++i) pager_->prefetch(i);
 }
 
 Optimizer::StateAccess::StateAccess(StateAccess&& other) noexcept

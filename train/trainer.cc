@@ -29,6 +29,8 @@ StepRecord Trainer::step(int64_t step) {
     losses = Tensor::empty({micro_batches}, DType::kF32, r_.compute, MemoryCategory::kActivations,
                            "losses of the step");
   }
+  // Optimizer state on NVMe: its first units are read while forward and backward run.
+  r_.optimizer.prefetch_state();
   for (int64_t micro = 0; micro < micro_batches; ++micro) {
     // Every micro-batch but the last only accumulates (the model reduces them once per step
     // under --grad-sync per-step; else it reduces each as it comes).

@@ -2,8 +2,8 @@
 // over views of different sizes give bit for bit the masters and state of the same optimizer with
 // resident state, with 1, 2 and 3 host buffers; the host memory is the buffers alone, charged as
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
-// reads; a write-out that fails (a full disk) fails the step with an IoError naming the swap file;
-// misuse is refused by name.
+// reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
+// IoError naming the swap file; misuse is refused by name.
 #include "offload/nvme_state_pager.h"
 
 #include <gtest/gtest.h>
@@ -176,10 +176,15 @@ TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
   model.set_grads(1);
   adam.step(1e-3f);
   faults.add_rule(parse_fault_rule("write:rank-00000-optimizer.swap:enospc"));
-  model.set_grads(2);
+  // The write-outs of a step run on after it returns; the step that next needs one of their
+  // buffers (here the next one) fails with the error.
   try {
-    adam.step(1e-3f);
-    ADD_FAILURE() << "a step whose state could not be written out succeeded";
+    for (uint32_t s = 2; s < 4; ++s) {
+      model.set_grads(s);
+      adam.step(1e-3f);
+    }
+    adam.flush_state();
+    ADD_FAILURE() << "steps whose state could not be written out succeeded";
   } catch (const IoError& e) {
     EXPECT_CONTAINS(e.what(), "rank-00000-optimizer.swap");
     EXPECT_CONTAINS(e.what(), "No space left on device");
