@@ -44,12 +44,15 @@ struct ShardedModel::Unit : UnitPlan {
   Tensor host_grad;  // optimizer offload: the host copy of grad that the optimizer reads
   Tensor reduced;    // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
-  comm::WorkPtr across_groups;            // hybrid: the replica all-reduce of this micro-batch
-  comm::WorkPtr gathering;                // a prefetch in flight
+  // Hybrid, per micro-batch: its reduce-scatter was launched and its all-reduce across the
+  // groups is not issued yet; then that all-reduce, until finish_backward waited for it.
+  bool awaiting_replicas = false;
+  comm::WorkPtr across_groups;
+  comm::WorkPtr gathering;  // a prefetch in flight
   size_t full_bytes = 0;
   bool stays_gathered = false;  // StagePolicy::stays_gathered
   bool checkpointed = false;    // ShardingConfig::checkpoint_every
-  size_t index = 0;             // in units_ (what the prefetch order check compares)
+  size_t index = 0;             // in units_ (what the unit order check compares)
 };
 
 const char* ddp_sync_name(DdpSync sync) {
@@ -344,7 +347,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         if (policy_.reduce_timing == ReduceTiming::kPerUnit) on_gradients_complete(*unit);
         start_reductions_across_groups(/*all=*/false);
         release(*unit);
-        if (unit->module == &root_) backward_schedule_.complete = true;
+        if (!reduction_schedule_.complete) reduction_schedule_.recorded.push_back(unit);
+        if (unit->module == &root_)
+          backward_schedule_.complete = reduction_schedule_.complete = true;
       });
     });
     if (u.checkpointed) {
@@ -460,7 +465,10 @@ void ShardedModel::check_recorded_orders() {
   };
   std::vector<Pass> passes;
   for (const Pass& pass :
-       {Pass{&forward_schedule_, "forward"}, Pass{&backward_schedule_, "backward"}}) {
+       {Pass{&forward_schedule_, "forward"}, Pass{&backward_schedule_, "backward"},
+        Pass{&reduction_schedule_, "backward's reductions"}}) {
+    // The reductions' order is followed only by hybrid's all-reduces across the groups.
+    if (pass.schedule == &reduction_schedule_ && !policy_.all_reduce_across_groups) continue;
     if (pass.schedule->complete && !pass.schedule->checked) passes.push_back(pass);
   }
   if (passes.empty()) return;
@@ -699,35 +707,44 @@ void ShardedModel::reduce_grads(Unit& u) {
     u.grad_full = Tensor();
     reducing_.push_back(&u);
   }
-  if (policy_.all_reduce_across_groups) awaiting_replicas_.push_back(&u);
+  u.awaiting_replicas = policy_.all_reduce_across_groups;
 }
 
 void ShardedModel::start_reductions_across_groups(bool all) {
-  if (!backward_schedule_.checked) {
-    // Until the ranks agreed on the backward order (the first finish_backward's check), the
-    // launch order may differ between groups: issue them all at finish_backward, in unit order.
-    if (!all) return;
-    std::sort(awaiting_replicas_.begin(), awaiting_replicas_.end(),
-              [](const Unit* a, const Unit* b) { return a->index < b->index; });
-  }
-  while (!awaiting_replicas_.empty()) {
-    Unit& u = *awaiting_replicas_.front();
-    // Only the oldest, in launch order, so that every rank issues the replica all-reduces in
-    // the same order (whenever each rank finds its reduce-scatters complete).
-    const bool reduced = std::all_of(u.reductions.begin(), u.reductions.end(),
-                                     [](const comm::WorkPtr& work) { return work->test(); });
-    if (!reduced && !all) return;
+  if (!policy_.all_reduce_across_groups) return;
+  const auto issue = [&](Unit& u) {
     // The all-reduce reads what the reduce-scatter wrote: on a device the compute stream waits
-    // for it (an event that has fired already when test() said so), and the all-reduce is
+    // for it (an event that has fired already where test() said so), and the all-reduce is
     // ordered after that stream; on the CPU this is wait(), at once when it completed.
     for (comm::WorkPtr& work : u.reductions) work->wait_on(compute_stream());
-    awaiting_replicas_.pop_front();
+    u.awaiting_replicas = false;
     // Average the in-group result over the replicas (equal group sizes, so the mean of the
     // group means is the global mean).
     const Tensor& result = u.reduced.defined() ? u.reduced : u.grad;
     u.across_groups = inter_group_->all_reduce(result, comm::ReduceOp::kAvg,
                                                {{}, "gradients of " + u.name + " across groups"});
+  };
+  // The replicas run their own backward, so they must issue these in an order they agreed on:
+  // the reductions' order the unit order check compared (whatever order this backward runs
+  // in). Early, each as soon as its reduce-scatter completed, stopping at the first that has not.
+  if (reduction_schedule_.checked) {
+    const std::vector<Unit*>& order = reduction_schedule_.recorded;
+    for (; replica_position_ < order.size(); ++replica_position_) {
+      Unit& u = *order[replica_position_];
+      if (u.across_groups) continue;  // a unit that ran twice: issued at its first place
+      const bool reduced = u.awaiting_replicas &&
+                           std::all_of(u.reductions.begin(), u.reductions.end(),
+                                       [](const comm::WorkPtr& work) { return work->test(); });
+      if (!reduced && !all) return;
+      if (u.awaiting_replicas) issue(u);
+    }
   }
+  // finish_backward: the rest in unit order (on the step before the check, all of them).
+  if (!all) return;
+  for (auto& u : units_) {
+    if (u->awaiting_replicas) issue(*u);
+  }
+  replica_position_ = 0;
 }
 
 void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,

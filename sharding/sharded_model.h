@@ -44,6 +44,12 @@
 // same buffers, held by the same Works); the duplicate costs one thread, and for nccl a second
 // NCCL communicator whose channel buffers NCCL allocates outside the trackers, like the
 // world's. Stages 0–2 gather only in after_step(), when no reduction runs: one queue.
+// On nccl the two communicators run kernels on the same GPU at once, which NVIDIA documents as
+// unsafe in general ("Using multiple NCCL communicators concurrently": kernels of two
+// communicators launched in different orders on different ranks may wait for each other if
+// they cannot run side by side), as hybrid's replica group beside the shard group does too. Such
+// a wait ends in the collective timeout (CommTimeout), not a hang, and separate_gather_queue =
+// false goes back to one queue. Not yet run on a GPU.
 // What still makes backward wait for a reduction: max_reductions_in_flight (its host wait, by
 // design).
 //
@@ -52,8 +58,9 @@
 // differ, a hang where a rank waits for a gather its peers never issue, silently wrong
 // parameters where sizes match. So, once per schedule, before it is first used to prefetch, the
 // ranks of the world compare it: an all-gather of (hash, length) per pass (4 int64 a rank:
-// 32·(N−1) bytes sent, once per run), at the first finish_backward() (both passes), or at the
-// root's next forward when no backward came first (the forward pass alone, e.g. inference).
+// 32·(N−1) bytes sent, once per run; hybrid adds a third pass, the order of the backward's
+// reductions: 48·(N−1)), at the first finish_backward() (every pass), or at the root's next
+// forward when no backward came first (the forward pass alone, e.g. inference).
 // If they differ, a second all-gather of the orders finds the first differing position, and
 // every rank throws the same InvalidArgument naming the pass, the position, the ranks and the
 // units each ran there. Until its check a schedule is not used to prefetch. Hybrid checks it
@@ -61,9 +68,11 @@
 //
 // Hybrid overlap. A unit's gradient shard is all-reduced across the groups (replica_group())
 // as soon as its in-group reduce-scatter has completed: every backward boundary issues the
-// all-reduces of the reduce-scatters that completed, oldest first (so the replicas, which each
-// run their own backward, issue them in one order: the backward order, which the unit order
-// check made the same on every rank), and finish_backward() the rest. On the step before that
+// all-reduces whose reduce-scatters completed, and finish_backward() the rest. The replicas each
+// run their own backward, so they issue them in one agreed order: the order of the first
+// step's reductions, which the unit order check compared across the world (an all-reduce waits
+// until the ones before it in that order are issued; a backward that runs in another order only
+// issues later). On the step before that
 // check they are all issued in finish_backward(), in unit order. The all-reduce reads the
 // reduced shard (or its reduce_dtype staging) in place, as it did at the end of backward: the
 // same values, the same bits, the same traffic; it only runs earlier, on the replica group's
@@ -408,8 +417,8 @@ class ShardedModel {
 
  private:
   struct Unit;
-  // The order units were seen in (forward pre-hooks or backward "end" boundaries) on the first
-  // step, and where the current pass is in it.
+  // The order units were seen in (forward pre-hooks, backward "end" or "begin" boundaries) on the
+  // first step, and where the current pass is in it.
   struct Schedule {
     std::vector<Unit*> recorded;
     bool complete = false;
@@ -434,9 +443,10 @@ class ShardedModel {
   void reduce_grads(Unit& unit);
   // Stages 2/3: waits for the oldest reductions of reducing_ until at most `keep` are left.
   void wait_for_reductions(size_t keep);
-  // Hybrid: issues the replica all-reduce of the units in awaiting_replicas_ whose in-group
-  // reduce-scatter has completed, oldest first, stopping at the first that has not — or, with
-  // `all`, of every one (waiting for their reduce-scatters on the compute stream).
+  // Hybrid: issues the replica all-reduces of the units whose in-group reduce-scatter has
+  // completed, in the checked backward order, stopping at the first that has not — or, with
+  // `all` (finish_backward), of every unit still awaiting one (waiting for its reduce-scatter on
+  // the compute stream).
   void start_reductions_across_groups(bool all);
   // Stage 0 with DdpSync::kGatherScatter: the gradient average of `send` through rank 0.
   void gather_reduce_scatter(Unit& unit, const Tensor& send,
@@ -476,13 +486,16 @@ class ShardedModel {
   // Stages 2/3: the units whose reductions this backward launched and nobody waited for yet,
   // in launch order (the rate limit of max_reductions_in_flight waits for the front).
   std::deque<Unit*> reducing_;
-  // Hybrid: the units whose reduce-scatter this micro-batch launched and whose all-reduce across
-  // the groups is not issued yet, in launch order.
-  std::deque<Unit*> awaiting_replicas_;
+  // Hybrid: how far this micro-batch issued the all-reduces across the groups along
+  // reduction_schedule_.recorded.
+  size_t replica_position_ = 0;
   std::vector<ShardView> shards_;
   std::shared_ptr<StepOrder> step_order_;  // also the gate of shards_
   Schedule forward_schedule_;
   Schedule backward_schedule_;
+  // The order of the backward's "begin" boundaries, where the units' reductions launch (hybrid
+  // issues its all-reduces across the groups along it); position unused.
+  Schedule reduction_schedule_;
   bool order_changed_ = false;
   // grads (with GradSync::kPerStep: the units' sums) already hold a micro-batch of this step
   bool accumulating_ = false;

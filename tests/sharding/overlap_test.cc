@@ -253,18 +253,29 @@ class Ordered : public models::Module {
   models::Linear& b_;
 };
 
+// Stage 3 over Linear units (optionally hybrid), and the input the Linear models get.
+ShardingConfig linear_units(int hybrid_group = 0) {
+  ShardingConfig config;
+  config.stage = 3;
+  config.hybrid_group = hybrid_group;
+  config.wrap_types = {"Linear"};
+  return config;
+}
+
+Tensor halves(Allocator& allocator) {
+  Tensor x = Tensor::empty({3, 8}, DType::kF32, allocator, "x");
+  x.fill(0.5f);
+  return x;
+}
+
 TEST(Overlap, RanksThatRecordedDifferentOrdersFailNamingTheFirstDifference) {
   constexpr int kWorld = 3;
   std::vector<std::string> errors(kWorld);
   comm::run_local_ranks(kWorld, [&](comm::Communicator& comm) {
     CpuAllocator allocator(nullptr);
     Ordered model(/*swapped=*/comm.rank() == 2);
-    ShardingConfig config;
-    config.stage = 3;
-    config.wrap_types = {"Linear"};
-    ShardedModel sharded(model, comm, allocator, config);
-    Tensor x = Tensor::empty({3, 8}, DType::kF32, allocator, "x");
-    x.fill(0.5f);
+    ShardedModel sharded(model, comm, allocator, linear_units());
+    const Tensor x = halves(allocator);
     // a and b have the same size, so the first step's on-demand gathers pair them silently; the
     // check at its finish_backward is what notices.
     backward(ops::mean(model(x)));
@@ -290,12 +301,8 @@ TEST(Overlap, RanksThatRecordedTheSameOrderPrefetchAfterTheCheck) {
   comm::run_local_ranks(2, [&](comm::Communicator& comm) {
     CpuAllocator allocator(nullptr);
     Ordered model(/*swapped=*/false);
-    ShardingConfig config;
-    config.stage = 3;
-    config.wrap_types = {"Linear"};
-    ShardedModel sharded(model, comm, allocator, config);
-    Tensor x = Tensor::empty({3, 8}, DType::kF32, allocator, "x");
-    x.fill(0.5f);
+    ShardedModel sharded(model, comm, allocator, linear_units());
+    const Tensor x = halves(allocator);
     const uint64_t before = sharded.gather_group().calls_issued();
     comm.stats().reset();
     for (int step = 0; step < 2; ++step) {
@@ -370,14 +377,9 @@ TEST(Overlap, HybridAllReduceAcrossGroupsStartsDuringBackward) {
   comm::run_local_ranks(4, [&](comm::Communicator& comm) {
     CpuAllocator allocator(nullptr);
     Paused model;
-    ShardingConfig config;
-    config.stage = 3;
-    config.hybrid_group = 2;
-    config.wrap_types = {"Linear"};
-    ShardedModel sharded(model, comm, allocator, config);
+    ShardedModel sharded(model, comm, allocator, linear_units(/*hybrid_group=*/2));
     ASSERT_NE(sharded.replica_group(), nullptr);
-    Tensor x = Tensor::empty({3, 8}, DType::kF32, allocator, "x");
-    x.fill(0.5f);
+    const Tensor x = halves(allocator);
     for (int step = 0; step < 2; ++step) {
       Tensor loss = ops::mean(model(x));
       const uint64_t before = sharded.replica_group()->calls_issued();
