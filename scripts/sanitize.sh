@@ -61,7 +61,7 @@ case "$kind" in
     # The comm and sharding programs whole, except the collective suite on 3 and 4 ranks (the
     # 2-rank case runs the same code; those took 45 s and 117 s under TSan here); from the train
     # program the engine's multi-rank runs.
-    select=(-L multirank -E "LocalSuite\\..*/[34]ranks" -R "(^|/)(Local|CpuStreamOrder|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine)[A-Za-z]*\\.")
+    select=(-L multirank -E "LocalSuite\\..*/[34]ranks" -R "(^|/)(Local|CpuStreamOrder|Duplicate|Factory|Launch|Rendezvous|Torchrun|Device|BertSharding|DdpSync|HybridSharding|MixedPrecision|Overlap|ParameterIo|ShardedModel|ShardingDevice|StagePolicy|StepOrder|UnitPlan|WrapPolicy|Engine)[A-Za-z]*\\.")
     export OMP_NUM_THREADS=1
     export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:history_size=4:suppressions=$PWD/scripts/tsan.supp}
     ;;

@@ -297,6 +297,33 @@ TEST(Overlap, RanksThatRecordedDifferentOrdersFailNamingTheFirstDifference) {
   }
 }
 
+// Forward passes only (inference): the forward order is checked at the second forward, before
+// it would prefetch along it.
+TEST(Overlap, ForwardOnlyRanksCheckTheForwardOrderAtTheSecondForward) {
+  constexpr int kWorld = 2;
+  std::vector<std::string> errors(kWorld);
+  comm::run_local_ranks(kWorld, [&](comm::Communicator& comm) {
+    CpuAllocator allocator(nullptr);
+    Ordered model(/*swapped=*/comm.rank() == 1);
+    ShardedModel sharded(model, comm, allocator, linear_units());
+    const Tensor x = halves(allocator);
+    NoGradScope no_grad;
+    (void)model(x);
+    try {
+      (void)model(x);
+    } catch (const InvalidArgument& e) {
+      errors[static_cast<size_t>(comm.rank())] = e.what();
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    const std::string& error = errors[static_cast<size_t>(r)];
+    EXPECT_NE(error.find("position 1 of the forward pass, where rank 0 ran unit 'a' and rank 1 "
+                         "ran unit 'b'"),
+              std::string::npos)
+        << r << ": " << error;
+  }
+}
+
 TEST(Overlap, RanksThatRecordedTheSameOrderPrefetchAfterTheCheck) {
   comm::run_local_ranks(2, [&](comm::Communicator& comm) {
     CpuAllocator allocator(nullptr);
