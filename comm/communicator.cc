@@ -269,7 +269,7 @@ void Communicator::finish_task(Task& task, std::exception_ptr error) {
   const double seconds = std::chrono::duration<double>(Clock::now() - task.started).count();
   if (!error && task.counted) {
     const Traffic traffic = collective_traffic(task.kind, task.bytes, size_, rank_, task.root);
-    stats_.record(task.kind, traffic.sent, traffic.received, task.copied, seconds);
+    stats_->record(task.kind, traffic.sent, traffic.received, task.copied, seconds);
   }
   task.run = nullptr;  // the closure holds tensor copies: release them before completing
   task.call.sync = nullptr;
@@ -462,6 +462,12 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key,
   return group;
 }
 
+std::unique_ptr<Communicator> Communicator::duplicate(const CollectiveOptions& options) {
+  std::unique_ptr<Communicator> twin = split(0, rank_, options);
+  twin->stats_ = stats_;  // before its first collective: its thread has not read it yet
+  return twin;
+}
+
 void Communicator::abort(const std::string& reason) {
   backend_->abort(detail::concat("rank ", rank_, " aborted: ", reason));
 }
@@ -483,6 +489,25 @@ void Communicator::flush() {
   }
   queue_cv_.notify_one();
   work->wait();
+}
+
+std::vector<std::vector<uint64_t>> all_gather_u64(Communicator& comm, Allocator& allocator,
+                                                  const std::vector<uint64_t>& values,
+                                                  const std::string& tag) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor mine = Tensor::empty({n}, DType::kI64, allocator, MemoryCategory::kCommBuffers, tag);
+  Tensor all = Tensor::empty({n * comm.size()}, DType::kI64, allocator,
+                             MemoryCategory::kCommBuffers, tag + " (gathered)");
+  // Staged on the host (the tensors live on the communicator's buffer device).
+  mine.copy_from_host(values.data());
+  comm.all_gather(mine, all, {{}, tag})->wait();
+  std::vector<uint64_t> gathered(static_cast<size_t>(n * comm.size()));
+  all.copy_to_host(gathered.data());
+  std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    out[r].assign(gathered.begin() + r * n, gathered.begin() + (r + 1) * n);
+  }
+  return out;
 }
 
 }  // namespace zs::comm

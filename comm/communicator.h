@@ -41,6 +41,13 @@
 // - CPU backends (local, mpi) accept only the host as compute stream (a device stream is
 //   refused with InvalidArgument naming the backend); wait_on is wait() for them.
 //
+// Several queues over one group: duplicate() makes a second communicator over the same ranks
+// (its own queue and thread, its own backend group: MPI's MPI_Comm_dup, made with the backend's
+// split on every backend), so that collectives of one kind never wait behind another kind's
+// (sharding/sharded_model.h runs parameter all-gathers on one and gradient reductions on the
+// other). Each keeps the ordering contract on its own; how the two interleave is free. Its
+// traffic is counted in the original's stats(): the group's traffic, whichever queue carried it.
+//
 // Thread-safety: the calls (including set_compute_stream) may be issued from any one thread at a
 // time per communicator (typically the rank's compute thread, the owner of the compute stream).
 // rank(), size(), stats() are safe from any thread.
@@ -53,10 +60,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/backend.h"
 #include "comm/stats.h"
 #include "comm/work.h"
+#include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
 
@@ -134,6 +143,17 @@ class Communicator {
   // (key, rank); color < 0 returns null. Blocks until the group is formed.
   std::unique_ptr<Communicator> split(int color, int key, const CollectiveOptions& options = {});
 
+  // Collective: a second communicator over the same ranks, in the same order (split(0, rank())),
+  // with a queue and a thread of its own — for a device backend its own comm stream — so that
+  // its collectives run beside this one's instead of behind them. It inherits the compute
+  // stream and the timeout, is aborted with this group, and records its traffic in this
+  // communicator's stats() (shared: resetting either resets both), so a traffic report over
+  // this communicator still counts everything. It costs one thread and, per backend, a second
+  // group: nothing for local, an MPI communicator for mpi, an NCCL communicator (its own
+  // channel buffers, which NCCL allocates outside zeroshard's trackers, like the first one's)
+  // for nccl. The stats are shared, not borrowed: either may be destroyed first.
+  std::unique_ptr<Communicator> duplicate(const CollectiveOptions& options = {});
+
   // Fails every pending and future collective of the group, on every rank, with `reason`.
   void abort(const std::string& reason);
   // Local, not a collective: blocks until every collective issued before it has completed or
@@ -143,8 +163,9 @@ class Communicator {
   // is not counted in stats().
   void flush();
 
-  CommStats& stats() { return stats_; }
-  const CommStats& stats() const { return stats_; }
+  // This communicator's traffic, and that of its duplicate()s.
+  CommStats& stats() { return *stats_; }
+  const CommStats& stats() const { return *stats_; }
   uint64_t calls_issued() const { return next_sequence_; }
 
  private:
@@ -187,7 +208,9 @@ class Communicator {
   const Device buffer_device_;
   const bool check_device_index_;  // false: any CUDA index (an nccl backend of unknown device)
   const std::chrono::milliseconds timeout_;
-  CommStats stats_;
+  // Shared with the duplicate()s (each records its collectives here). Set before the
+  // communicator's first collective is queued, so the thread reads it after that (queue mutex).
+  std::shared_ptr<CommStats> stats_ = std::make_shared<CommStats>();
   StreamRef compute_stream_;  // read and written by the issuing thread only
   uint64_t next_sequence_ = 0;
   std::mutex mutex_;
@@ -196,5 +219,12 @@ class Communicator {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+// Every rank's `values` (the same count on every rank), by rank: one int64 all-gather over
+// `comm`, staged through buffers of `allocator` (on comm.buffer_device(), category
+// comm_buffers) and the host. Waits for it. Collective; for small figures (logs, checks).
+std::vector<std::vector<uint64_t>> all_gather_u64(Communicator& comm, Allocator& allocator,
+                                                  const std::vector<uint64_t>& values,
+                                                  const std::string& tag);
 
 }  // namespace zs::comm

@@ -44,10 +44,15 @@ struct ShardedModel::Unit : UnitPlan {
   Tensor host_grad;  // optimizer offload: the host copy of grad that the optimizer reads
   Tensor reduced;    // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
-  comm::WorkPtr gathering;                // a prefetch in flight
+  // Hybrid, per micro-batch: its reduce-scatter was launched and its all-reduce across the
+  // groups is not issued yet; then that all-reduce, until finish_backward waited for it.
+  bool awaiting_replicas = false;
+  comm::WorkPtr across_groups;
+  comm::WorkPtr gathering;  // a prefetch in flight
   size_t full_bytes = 0;
   bool stays_gathered = false;  // StagePolicy::stays_gathered
   bool checkpointed = false;    // ShardingConfig::checkpoint_every
+  size_t index = 0;             // in units_ (what the unit order check compares)
 };
 
 const char* ddp_sync_name(DdpSync sync) {
@@ -67,6 +72,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     : root_(root),
       comm_(comm),
       shard_comm_(&comm),
+      gather_comm_(&comm),
       allocator_(allocator),
       host_(optimizer_host),
       config_(config),
@@ -150,6 +156,24 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     inter_group_ = comm.split(comm.rank() % g, comm.rank());
     shard_comm_ = intra_group_.get();
   }
+  gather_comm_ = shard_comm_;
+  if (!policy_.full_params_persist && config.separate_gather_queue) {
+    // Stage 3 gathers during forward and backward while reductions run: a queue of their own
+    // (see "Two queues" in the header). Collective over the shard group, like the splits above.
+    try {
+      gather_group_ = shard_comm_->duplicate();
+      gather_comm_ = gather_group_.get();
+    } catch (const NotImplemented& e) {
+      // A backend that cannot split (nccl before 2.18). Every rank runs the same build, so every
+      // rank lands here, and the failed split aborted nothing: one queue for both, as before.
+      if (comm.rank() == 0) {
+        ZS_LOG_WARN(
+            "sharding: parameter all-gathers share the gradient reductions' queue ({}); they may "
+            "wait behind reductions",
+            e.what());
+      }
+    }
+  }
   step_order_ = std::make_shared<StepOrder>(once_per_step_);
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();
@@ -160,6 +184,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   // forward order (pre-order of the modules) for deterministic naming and collective order.
   for (UnitPlan& planned : plan_units(root, config.wrap_types, config.wrap_min_parameters)) {
     units_.push_back(std::make_unique<Unit>(std::move(planned)));
+    units_.back()->index = units_.size() - 1;
   }
 
   mark_checkpointed_units();
@@ -303,7 +328,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         live_gathered_bytes_ += u.full_bytes;
         peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
       }
-      shard_comm_->all_gather(u.compute_shard, u.full, {{}, u.name})->wait();
+      gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name})->wait();
     }
 
     // Boundaries around the unit's forward.
@@ -312,13 +337,19 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       if (&module == &root_) {  // a new forward pass
         step_order_->forward(grad_enabled());
         forward_schedule_.position = 0;
+        // A forward after a forward, no backward between (inference): its order is checked
+        // here, before this pass prefetches along it.
+        check_recorded_orders();
       }
       on_unit_start(forward_schedule_, *unit, "forward");
       // Runs last in backward for this unit: its gradients are complete.
       record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
         if (policy_.reduce_timing == ReduceTiming::kPerUnit) on_gradients_complete(*unit);
+        start_reductions_across_groups(/*all=*/false);
         release(*unit);
-        if (unit->module == &root_) backward_schedule_.complete = true;
+        if (!reduction_schedule_.complete) reduction_schedule_.recorded.push_back(unit);
+        if (unit->module == &root_)
+          backward_schedule_.complete = reduction_schedule_.complete = true;
       });
     });
     if (u.checkpointed) {
@@ -337,6 +368,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         }
         on_unit_start(backward_schedule_, *unit, "backward");
         install_grad_buffer(*unit);
+        start_reductions_across_groups(/*all=*/false);
       });
       if (unit->module == &root_) forward_schedule_.complete = true;
       release(*unit);
@@ -395,7 +427,7 @@ void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pas
   ++schedule.position;
   gather(unit);
   // Start the next unit's all-gather so it overlaps this unit's compute.
-  if (!policy_.full_params_persist && prefetching() && schedule.complete &&
+  if (!policy_.full_params_persist && prefetching() && schedule.checked &&
       schedule.position < schedule.recorded.size()) {
     Unit& next = *schedule.recorded[schedule.position];
     if (next.full_storage->is_released() &&
@@ -406,11 +438,118 @@ void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pas
   }
 }
 
+namespace {
+
+// FNV-1a over the unit indices of a recorded order.
+uint64_t order_hash(const std::vector<uint64_t>& indices) {
+  uint64_t hash = 14695981039346656037ull;
+  for (uint64_t index : indices) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (index >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  }
+  return hash;
+}
+
+}  // namespace
+
+void ShardedModel::check_recorded_orders() {
+  // What follows the recorded order: stage 3's prefetches, and hybrid's replica all-reduces
+  // (issued in backward order, across the groups: hence the world, not the shard group).
+  const bool prefetches = !policy_.full_params_persist && config_.prefetch;
+  if (!prefetches && !policy_.all_reduce_across_groups) return;
+  struct Pass {
+    Schedule* schedule;
+    const char* name;
+  };
+  std::vector<Pass> passes;
+  for (const Pass& pass :
+       {Pass{&forward_schedule_, "forward"}, Pass{&backward_schedule_, "backward"},
+        Pass{&reduction_schedule_, "backward's reductions"}}) {
+    // The reductions' order is followed only by hybrid's all-reduces across the groups.
+    if (pass.schedule == &reduction_schedule_ && !policy_.all_reduce_across_groups) continue;
+    if (pass.schedule->complete && !pass.schedule->checked) passes.push_back(pass);
+  }
+  if (passes.empty()) return;
+  // Every rank comes here at the same point of its calls (the first finish_backward, or the
+  // forward that follows a forward), so this is a collective like the others on the queue.
+  std::vector<std::vector<uint64_t>> orders;
+  std::vector<uint64_t> summary;  // per pass: hash, length
+  for (const Pass& pass : passes) {
+    std::vector<uint64_t> order;
+    for (const Unit* unit : pass.schedule->recorded) order.push_back(unit->index);
+    summary.push_back(order_hash(order));
+    summary.push_back(order.size());
+    orders.push_back(std::move(order));
+    pass.schedule->checked = true;
+  }
+  const std::vector<std::vector<uint64_t>> summaries =
+      comm::all_gather_u64(comm_, allocator_, summary, "unit order check");
+  if (std::all_of(summaries.begin(), summaries.end(),
+                  [&](const std::vector<uint64_t>& other) { return other == summaries[0]; })) {
+    return;
+  }
+  // They differ: every rank gathers every order (padded to the longest of its pass) and finds
+  // the same first difference, so all of them fail with the same message.
+  constexpr uint64_t kNoUnit = ~uint64_t{0};  // past the end of a shorter order
+  std::vector<size_t> longest(passes.size(), 0);
+  for (const std::vector<uint64_t>& other : summaries) {
+    for (size_t p = 0; p < passes.size(); ++p) {
+      longest[p] = std::max(longest[p], static_cast<size_t>(other[2 * p + 1]));
+    }
+  }
+  std::vector<uint64_t> padded;
+  for (size_t p = 0; p < passes.size(); ++p) {
+    orders[p].resize(longest[p], kNoUnit);
+    padded.insert(padded.end(), orders[p].begin(), orders[p].end());
+  }
+  const std::vector<std::vector<uint64_t>> all =
+      comm::all_gather_u64(comm_, allocator_, padded, "unit orders");
+  const auto unit_name = [&](uint64_t index) {
+    if (index == kNoUnit) return std::string("no unit (its pass had ended)");
+    if (index >= units_.size()) {  // a rank whose model has more units than this one's
+      return "unit #" + std::to_string(index) + " (this rank's model has " +
+             std::to_string(units_.size()) + " units)";
+    }
+    return "unit '" + units_[static_cast<size_t>(index)]->name + "'";
+  };
+  size_t offset = 0;
+  for (size_t p = 0; p < passes.size(); ++p) {
+    for (size_t at = 0; at < longest[p]; ++at) {
+      const uint64_t reference = all[0][offset + at];
+      std::string differing;
+      int first = -1;
+      for (size_t r = 1; r < all.size(); ++r) {
+        if (all[r][offset + at] == reference) continue;
+        if (first < 0) first = static_cast<int>(r);
+        differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (first < 0) continue;
+      ZS_THROW(InvalidArgument,
+               "sharding: the ranks recorded different unit orders on the first step, and stage "
+               "3 prefetches along that order (hybrid: all-reduces across the groups too), so "
+               "their collectives would pair different units (a hang, or wrong parameters). "
+               "First difference: position ",
+               at, " of the ", passes[p].name, " pass, where rank 0 ran ", unit_name(reference),
+               " and rank ", first, " ran ",
+               unit_name(all[static_cast<size_t>(first)][offset + at]),
+               " (ranks differing from rank 0 there: ", differing,
+               "). Make every rank run the same modules in the same order (no rank- or "
+               "data-dependent control flow around wrapped units), or turn prefetch off");
+    }
+    offset += longest[p];
+  }
+  ZS_THROW(InvalidArgument,
+           "sharding: the ranks recorded unit orders whose hashes differ but whose entries are "
+           "equal; this is a bug in the unit order check");
+}
+
 void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
-  u.gathering = shard_comm_->all_gather(u.compute_shard, u.full, {{}, u.name});
+  u.gathering = gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name});
 }
 
 void ShardedModel::gather(Unit& u) {
@@ -568,6 +707,44 @@ void ShardedModel::reduce_grads(Unit& u) {
     u.grad_full = Tensor();
     reducing_.push_back(&u);
   }
+  u.awaiting_replicas = policy_.all_reduce_across_groups;
+}
+
+void ShardedModel::start_reductions_across_groups(bool all) {
+  if (!policy_.all_reduce_across_groups) return;
+  const auto issue = [&](Unit& u) {
+    // The all-reduce reads what the reduce-scatter wrote: on a device the compute stream waits
+    // for it (an event that has fired already where test() said so), and the all-reduce is
+    // ordered after that stream; on the CPU this is wait(), at once when it completed.
+    for (comm::WorkPtr& work : u.reductions) work->wait_on(compute_stream());
+    u.awaiting_replicas = false;
+    // Average the in-group result over the replicas (equal group sizes, so the mean of the
+    // group means is the global mean).
+    const Tensor& result = u.reduced.defined() ? u.reduced : u.grad;
+    u.across_groups = inter_group_->all_reduce(result, comm::ReduceOp::kAvg,
+                                               {{}, "gradients of " + u.name + " across groups"});
+  };
+  // The replicas run their own backward, so they must issue these in an order they agreed on:
+  // the reductions' order the unit order check compared (whatever order this backward runs
+  // in). Early, each as soon as its reduce-scatter completed, stopping at the first that has not.
+  if (reduction_schedule_.checked) {
+    const std::vector<Unit*>& order = reduction_schedule_.recorded;
+    for (; replica_position_ < order.size(); ++replica_position_) {
+      Unit& u = *order[replica_position_];
+      if (u.across_groups) continue;  // a unit that ran twice: issued at its first place
+      const bool reduced = u.awaiting_replicas &&
+                           std::all_of(u.reductions.begin(), u.reductions.end(),
+                                       [](const comm::WorkPtr& work) { return work->test(); });
+      if (!reduced && !all) return;
+      if (u.awaiting_replicas) issue(u);
+    }
+  }
+  // finish_backward: the rest in unit order (on the step before the check, all of them).
+  if (!all) return;
+  for (auto& u : units_) {
+    if (u->awaiting_replicas) issue(*u);
+  }
+  replica_position_ = 0;
 }
 
 void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
@@ -641,6 +818,7 @@ void ShardedModel::finish_backward() {
     return;
   }
   reducing_.clear();  // every reduction is waited for below
+  start_reductions_across_groups(/*all=*/true);
   const comm::StreamRef& stream = compute_stream();
   for (auto& u : units_) {
     // The accumulation below is enqueued on the compute stream: on a device it waits for the
@@ -648,14 +826,9 @@ void ShardedModel::finish_backward() {
     // optimizer's scalar collectives at the latest); on the CPU this is wait().
     for (comm::WorkPtr& work : u->reductions) work->wait_on(stream);
     u->reductions.clear();
-    if (policy_.all_reduce_across_groups) {
-      // Hybrid: average the in-group result over the replicas (equal group sizes, so the mean
-      // of the group means is the global mean).
-      const Tensor& result = u->reduced.defined() ? u->reduced : u->grad;
-      inter_group_
-          ->all_reduce(result, comm::ReduceOp::kAvg,
-                       {{}, "gradients of " + u->name + " across groups"})
-          ->wait_on(stream);
+    if (u->across_groups) {
+      u->across_groups->wait_on(stream);
+      u->across_groups = nullptr;
     }
     if (u->reduced.defined()) {
       // Accumulate (or, on the step's first micro-batch or kPerStep's one reduction, store) the
@@ -672,6 +845,8 @@ void ShardedModel::finish_backward() {
     if (host_) u->grad.copy_to_host(u->host_grad.raw_data());
   }
   accumulating_ = true;
+  // The first backward completed both schedules: agree on them before the next pass uses them.
+  check_recorded_orders();
 }
 
 void ShardedModel::after_step() {
@@ -692,7 +867,7 @@ void ShardedModel::refresh_full_parameters() {
     }
     refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
-      works.push_back(shard_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
+      works.push_back(gather_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
     }
   }
   // The next forward's kernels wait for the gathers on the device; the host waits here (once

@@ -25,6 +25,59 @@
 // Stage 3 prefetch: see ShardingConfig. The live gathered bytes are tracked
 // (live_gathered_bytes(), peak_live_gathered_bytes()).
 //
+// Two queues (stage 3; ShardingConfig::separate_gather_queue). A Communicator runs its
+// collectives one at a time in issue order, so on one queue a unit's all-gather in backward —
+// prefetched or on demand — would wait behind every gradient reduce-scatter launched before it,
+// and the backward with it. Stage 3 therefore issues every parameter all-gather (forward and
+// backward, prefetched and on demand, the initial and after-step gathers of the units kept
+// gathered) on the gather group, a duplicate of the shard group (Communicator::duplicate: the
+// same ranks, a queue, thread and — for nccl — comm stream of its own), and the gradient
+// reductions on the shard group itself (hybrid: the across-group all-reduce on the replica
+// group, a third queue). The model makes the duplicate itself, at construction, over whatever
+// communicator it is given, so every caller (zs-train, tests, benches) gets it without wiring,
+// identically on every backend (a split with one color). Each queue keeps the ordering contract
+// on its own: every rank issues the gathers in one order and the reductions in another; how the
+// two interleave may differ between ranks. Bits do not change (a gather copies; the reductions
+// and their accumulation keep their order). Traffic is the same collectives, counted in the
+// shard group's stats() (the duplicate records there), so every traffic report is unchanged;
+// the split itself is one collective of no bytes at construction. Memory: no tracked bytes (the
+// same buffers, held by the same Works); the duplicate costs one thread, and for nccl a second
+// NCCL communicator whose channel buffers NCCL allocates outside the trackers, like the
+// world's. Stages 0–2 gather only in after_step(), when no reduction runs: one queue.
+// On nccl the two communicators run kernels on the same GPU at once, which NVIDIA documents as
+// unsafe in general ("Using multiple NCCL communicators concurrently": kernels of two
+// communicators launched in different orders on different ranks may wait for each other if
+// they cannot run side by side), as hybrid's replica group beside the shard group does too. Such
+// a wait ends in the collective timeout (CommTimeout), not a hang, and separate_gather_queue =
+// false goes back to one queue. Not yet run on a GPU.
+// What still makes backward wait for a reduction: max_reductions_in_flight (its host wait, by
+// design).
+//
+// Unit order check. Stage 3 prefetches along the order the first step recorded, so ranks that
+// recorded different orders would pair different units' all-gathers: a CommError where sizes
+// differ, a hang where a rank waits for a gather its peers never issue, silently wrong
+// parameters where sizes match. So, once per schedule, before it is first used to prefetch, the
+// ranks of the world compare it: an all-gather of (hash, length) per pass (4 int64 a rank:
+// 32·(N−1) bytes sent, once per run; hybrid adds a third pass, the order of the backward's
+// reductions: 48·(N−1)), at the first finish_backward() (every pass), or at the root's next
+// forward when no backward came first (the forward pass alone, e.g. inference).
+// If they differ, a second all-gather of the orders finds the first differing position, and
+// every rank throws the same InvalidArgument naming the pass, the position, the ranks and the
+// units each ran there. Until its check a schedule is not used to prefetch. Hybrid checks it
+// too, prefetch or not (see "Hybrid overlap").
+//
+// Hybrid overlap. A unit's gradient shard is all-reduced across the groups (replica_group())
+// as soon as its in-group reduce-scatter has completed: every backward boundary issues the
+// all-reduces whose reduce-scatters completed, and finish_backward() the rest. The replicas each
+// run their own backward, so they issue them in one agreed order: the order of the first
+// step's reductions, which the unit order check compared across the world (an all-reduce waits
+// until the ones before it in that order are issued; a backward that runs in another order only
+// issues later). On the step before that
+// check they are all issued in finish_backward(), in unit order. The all-reduce reads the
+// reduced shard (or its reduce_dtype staging) in place, as it did at the end of backward: the
+// same values, the same bits, the same traffic; it only runs earlier, on the replica group's
+// own queue, beside the gathers and the in-group reduce-scatters.
+//
 // Mixed precision: full parameters and their gradients are in param_dtype; gradients are cast to
 // reduce_dtype for the collective; the reduced result is accumulated into fp32 gradients (the
 // shard, or stage 0's full buffer) across micro-batches. Every stage reduces every micro-batch
@@ -200,9 +253,14 @@ struct ShardingConfig {
   DType param_dtype = DType::kF32;
   DType reduce_dtype = DType::kF32;
   // Stage 3 scheduling. The first step records the order units run in (forward and backward);
-  // later steps start the next unit's all-gather while the current one computes. An order
-  // change falls back to on-demand gathers with one warning.
+  // later steps start the next unit's all-gather while the current one computes. The ranks
+  // check once that they recorded the same order (see "Prefetch order check"). An order change
+  // falls back to on-demand gathers with one warning.
   bool prefetch = true;
+  // Stage 3: parameter all-gathers on a queue of their own (a duplicate of the shard group), so
+  // they never wait behind gradient reductions (see "Two queues"). false: one queue for both,
+  // as a single communicator runs them. The same bits and traffic either way.
+  bool separate_gather_queue = true;
   // Upper bound on gathered (full) parameter bytes alive at once; a prefetch that would cross
   // it waits until the unit is needed. 0 = no limit.
   size_t max_live_gathered_bytes = 0;
@@ -224,9 +282,9 @@ struct ShardingConfig {
   // "empirically chosen") and of DeepSpeed's reduce_bucket_size (a fixed-size bucket is
   // reduced before the next fills); the default 2 is FSDP's number. Changes no result bits: the
   // reductions and the accumulation in finish_backward happen in the same order either way.
-  // Stages 0/1 ignore it (their full gradients are persistent). At stage 3 the backward's
-  // all-gathers queue on the same communicator behind the older reductions, which bounds them
-  // too (with prefetch about one in flight): the limit matters most at stage 2.
+  // Stages 0/1 ignore it (their full gradients are persistent). At stage 3 with
+  // separate_gather_queue off, the backward's all-gathers queue behind the older reductions,
+  // which bounds them too; with it on (the default) only this limit does.
   int max_reductions_in_flight = 2;
   // Activation checkpointing: 0 = off; k >= 1 checkpoints every k-th checkpointable unit (units
   // 0, k, 2k, … of those that are not the root and enclose no other unit, in forward order;
@@ -349,6 +407,9 @@ class ShardedModel {
   // Hybrid: the ranks holding replicas of this rank's shards (the gradient shards are
   // all-reduced over it); null otherwise.
   comm::Communicator* replica_group() { return inter_group_.get(); }
+  // Where the parameter all-gathers run: the shard group's duplicate at stage 3 with
+  // separate_gather_queue, else the shard group itself. Its traffic is in shard_group().stats().
+  comm::Communicator& gather_group() { return *gather_comm_; }
   size_t live_gathered_bytes() const { return live_gathered_bytes_; }
   size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
   // False once an order change disabled prefetching.
@@ -356,13 +417,17 @@ class ShardedModel {
 
  private:
   struct Unit;
-  // The order units were seen in (forward pre-hooks or backward "end" boundaries) on the first
-  // step, and where the current pass is in it.
+  // The order units were seen in (forward pre-hooks, backward "end" or "begin" boundaries) on the
+  // first step, and where the current pass is in it.
   struct Schedule {
     std::vector<Unit*> recorded;
     bool complete = false;
+    bool checked = false;  // the ranks agreed on `recorded` (check_recorded_orders)
     size_t position = 0;
   };
+  // Stage 3 with prefetch: compares every complete schedule not checked yet across the shard
+  // group (see "Prefetch order check"); throws InvalidArgument on every rank if they differ.
+  void check_recorded_orders();
   // Sets Unit::checkpointed from ShardingConfig::checkpoint_every.
   void mark_checkpointed_units();
   void on_unit_start(Schedule& schedule, Unit& unit, const char* pass);
@@ -378,6 +443,11 @@ class ShardedModel {
   void reduce_grads(Unit& unit);
   // Stages 2/3: waits for the oldest reductions of reducing_ until at most `keep` are left.
   void wait_for_reductions(size_t keep);
+  // Hybrid: issues the replica all-reduces of the units whose in-group reduce-scatter has
+  // completed, in the checked backward order, stopping at the first that has not — or, with
+  // `all` (finish_backward), of every unit still awaiting one (waiting for its reduce-scatter on
+  // the compute stream).
+  void start_reductions_across_groups(bool all);
   // Stage 0 with DdpSync::kGatherScatter: the gradient average of `send` through rank 0.
   void gather_reduce_scatter(Unit& unit, const Tensor& send,
                              const comm::CollectiveOptions& options);
@@ -405,6 +475,8 @@ class ShardedModel {
   std::unique_ptr<comm::Communicator> intra_group_;  // hybrid: ranks sharing the shards
   std::unique_ptr<comm::Communicator> inter_group_;  // hybrid: the replicas of this shard
   comm::Communicator* shard_comm_;
+  std::unique_ptr<comm::Communicator> gather_group_;  // stage 3: shard_comm_'s duplicate
+  comm::Communicator* gather_comm_;                   // gather_group_, or shard_comm_
   Allocator& allocator_;
   Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
   Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host
@@ -414,10 +486,16 @@ class ShardedModel {
   // Stages 2/3: the units whose reductions this backward launched and nobody waited for yet,
   // in launch order (the rate limit of max_reductions_in_flight waits for the front).
   std::deque<Unit*> reducing_;
+  // Hybrid: how far this micro-batch issued the all-reduces across the groups along
+  // reduction_schedule_.recorded.
+  size_t replica_position_ = 0;
   std::vector<ShardView> shards_;
   std::shared_ptr<StepOrder> step_order_;  // also the gate of shards_
   Schedule forward_schedule_;
   Schedule backward_schedule_;
+  // The order of the backward's "begin" boundaries, where the units' reductions launch (hybrid
+  // issues its all-reduces across the groups along it); position unused.
+  Schedule reduction_schedule_;
   bool order_changed_ = false;
   // grads (with GradSync::kPerStep: the units' sums) already hold a micro-batch of this step
   bool accumulating_ = false;

@@ -15,20 +15,7 @@ Tensor RankContext::to_compute(const Tensor& host_tensor) const {
 
 std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
                                               const std::vector<uint64_t>& values) {
-  const int64_t n = static_cast<int64_t>(values.size());
-  Tensor mine = Tensor::empty({n}, DType::kI64, allocator, MemoryCategory::kCommBuffers, "u64");
-  Tensor all = Tensor::empty({n * comm.size()}, DType::kI64, allocator,
-                             MemoryCategory::kCommBuffers, "u64 gathered");
-  // Staged on the host (the tensors live on the communicator's buffer device).
-  mine.copy_from_host(values.data());
-  comm.all_gather(mine, all, {{}, "figures for the log"})->wait();
-  std::vector<uint64_t> gathered(static_cast<size_t>(n * comm.size()));
-  all.copy_to_host(gathered.data());
-  std::vector<std::vector<uint64_t>> out(static_cast<size_t>(comm.size()));
-  for (int r = 0; r < comm.size(); ++r) {
-    out[r].assign(gathered.begin() + r * n, gathered.begin() + (r + 1) * n);
-  }
-  return out;
+  return comm::all_gather_u64(comm, allocator, values, "figures for the log");
 }
 
 std::vector<double> sum_over_ranks(comm::Communicator& comm, Allocator& allocator,

@@ -132,9 +132,11 @@ TEST_F(Restarts, ACollectiveFailedByTheFaultInjectingBackendIsRestarted) {
   InjectedFault f;
   f.rank = 0;
   f.attempt = 0;
-  // A collective of step 3 (a step issues 20: 12 all-gathers, 6 reduce-scatters, 2
-  // all-reduces), after the checkpoint of step 2.
-  f.comm.fail_call = 70;
+  // A collective of step 3, after the checkpoint of step 2. The fault wraps the world
+  // communicator, which carries the split of the ShardedModel's gather group (call 0) and per
+  // step 6 reduce-scatters and 2 all-reduces (step 1 also the unit order check); the step's 12
+  // all-gathers run on the gather group, which the fault does not wrap. Step 3: calls 18–25.
+  f.comm.fail_call = 22;
   c.injected_faults = {f};
   expect_restarted_once_like_uninterrupted(
       c, {"restart 1 of 1 after: CommError", "fail_call", "step-000002 after 2 steps"});
