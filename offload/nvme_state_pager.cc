@@ -59,6 +59,7 @@ void NvmeStatePager::attach(const std::vector<int64_t>& view_numel, size_t state
   store_ = std::make_unique<NvmeStore>(options, file_system_);
   offsets_.assign(numel_.size(), {});
   written_.assign(numel_.size(), false);
+  failed_.assign(numel_.size(), false);
   for (size_t v = 0; v < numel_.size(); ++v) {
     for (size_t k = 0; k < states_; ++k) {
       offsets_[v].push_back(store_->reserve(static_cast<uint64_t>(numel_[v]) * sizeof(float)));
@@ -134,19 +135,38 @@ void NvmeStatePager::wait_all(std::vector<NvmeStore::Io>& ios) {
   if (error) std::rethrow_exception(error);
 }
 
-int NvmeStatePager::take_buffer(bool may_take_reading) {
+bool NvmeStatePager::writes_done(const Buffer& buffer) const {
+  for (const NvmeStore::Io& io : buffer.writes) {
+    if (!store_->done(io)) return false;
+  }
+  return true;
+}
+
+void NvmeStatePager::wait_writes(Buffer& buffer) {
+  try {
+    wait_all(buffer.writes);
+  } catch (...) {
+    // The view's only good copy was this buffer; its region on disk is torn.
+    failed_[buffer.view] = true;
+    throw;
+  }
+}
+
+int NvmeStatePager::take_buffer(bool for_acquire) {
   int chosen = -1;
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state == State::kFree) return static_cast<int>(b);
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const Buffer& buffer = buffers_[b];
-    if (buffer.state == State::kIdle &&
+    // A prefetch leaves a buffer whose write-out still runs (it would wait for the disk here,
+    // on the compute thread, for a read that can as well come later).
+    if (buffer.state == State::kIdle && (for_acquire || writes_done(buffer)) &&
         (chosen < 0 || buffer.released_at < buffers_[static_cast<size_t>(chosen)].released_at)) {
       chosen = static_cast<int>(b);
     }
   }
-  if (chosen < 0 && may_take_reading) {
+  if (chosen < 0 && for_acquire) {
     for (size_t b = 0; b < buffers_.size(); ++b) {
       if (buffers_[b].state == State::kReading) chosen = static_cast<int>(b);
     }
@@ -155,11 +175,14 @@ int NvmeStatePager::take_buffer(bool may_take_reading) {
   Buffer& buffer = buffers_[static_cast<size_t>(chosen)];
   buffer.state = State::kFree;
   wait_all(buffer.reads);
-  wait_all(buffer.writes);  // the evicted view's write-out must land before the buffer is reused
+  wait_writes(buffer);  // the evicted view's write-out must land before the buffer is reused
   return chosen;
 }
 
 void NvmeStatePager::start_read(int index, size_t view) {
+  ZS_CHECK_AS(IoError, !failed_[view], "optimizer state on NVMe: the state of unit ", view,
+              " could not be written out earlier (that error said why), so it is lost; restart "
+              "the run from its last checkpoint");
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   buffer.state = State::kReading;
   buffer.view = view;
@@ -201,7 +224,7 @@ std::vector<Tensor> NvmeStatePager::acquire(size_t view) {
     wait_all(buffer.reads);
     // A view acquired again while its last write-out runs (idle, not evicted): the caller is
     // about to change the bytes that write reads.
-    wait_all(buffer.writes);
+    wait_writes(buffer);
   } catch (...) {
     buffer.state = State::kFree;
     throw;
@@ -236,7 +259,7 @@ void NvmeStatePager::flush() {
   std::exception_ptr error;
   for (Buffer& buffer : buffers_) {
     try {
-      wait_all(buffer.writes);
+      wait_writes(buffer);
     } catch (...) {
       if (!error) error = std::current_exception();
     }

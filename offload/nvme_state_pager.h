@@ -16,11 +16,13 @@
 // run). prefetch() takes a free buffer or evicts the idle one released longest ago (waiting for
 // its write-out first) and never one that is reading or acquired: with too few buffers a
 // prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
-// Three buffers give the optimizer's pipeline its full overlap (read i+1, update i, write i-1);
-// one works, serially.
+// A prefetch also leaves an idle buffer whose write-out still runs (no wait on the compute
+// thread). Three buffers give the optimizer's pipeline its full overlap (read i+1, update i,
+// write i-1); one works, serially (no prefetch).
 //
 // Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
-// write-out); acquiring more views than there are buffers is an InvalidArgument.
+// write-out); a view whose write-out failed has lost its state, and every later read of it is an
+// IoError that says so; acquiring more views than there are buffers is an InvalidArgument.
 //
 // Ownership: the pager owns its store; the allocator and the file system must outlive it.
 // Thread-safety: one thread (the optimizer's).
@@ -73,9 +75,13 @@ class NvmeStatePager final : public optim::StatePager {
   };
   // The buffer holding `view`, or -1.
   int buffer_of(size_t view) const;
-  // A buffer to put a view into: free, else the idle one released longest ago, else (only if
-  // `may_take_reading`) a reading one; -1 if none. Waits for an evicted buffer's I/O.
-  int take_buffer(bool may_take_reading);
+  // A buffer to put a view into: free, else the idle one released longest ago (for a prefetch,
+  // only one whose write-out is done), else (only `for_acquire`) a reading one; -1 if none. Waits
+  // for an evicted buffer's I/O.
+  int take_buffer(bool for_acquire);
+  bool writes_done(const Buffer& buffer) const;
+  // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
+  void wait_writes(Buffer& buffer);
   void start_read(int buffer, size_t view);
   void wait_all(std::vector<NvmeStore::Io>& ios);
   void check_view(size_t view) const;
@@ -91,6 +97,7 @@ class NvmeStatePager final : public optim::StatePager {
   std::vector<int64_t> numel_;
   std::vector<std::vector<uint64_t>> offsets_;  // [view][state]: region in the store
   std::vector<bool> written_;                   // a view's state was written out at least once
+  std::vector<bool> failed_;                    // a write-out of the view's state failed: lost
   uint64_t stride_ = 0;                         // bytes per state tensor in a buffer
   uint64_t releases_ = 0;
   double wait_seconds_ = 0.0;

@@ -47,6 +47,9 @@ class NvmeEngine {
   // Finishes the chunks that completed, waiting a little (at most ~1 ms) for one if some are in
   // flight and none has completed: the thread then looks for new requests again.
   virtual void reap() = 0;
+  // The engine failed: finishes with `error` every chunk it still holds, after the kernel is done
+  // with its buffer.
+  virtual void abandon(const std::exception_ptr& error) = 0;
 
  protected:
   void finish(NvmeChunk* chunk, std::exception_ptr error) {
@@ -89,6 +92,8 @@ class BlockingEngine final : public NvmeEngine {
               chunk->is_write ? fs_.pwrite_some(*chunk->file, chunk->data + chunk->done, count, at)
                               : fs_.pread_some(*chunk->file, chunk->data + chunk->done, count, at);
           if (moved == 0 && !chunk->is_write) throw_end_of_file(*chunk);
+          ZS_CHECK_AS(IoError, moved > 0, "write of '", chunk->file->path(), "' at byte ", at,
+                      " wrote nothing; check the disk");
           chunk->done += moved;
         }
       } catch (...) {
@@ -98,6 +103,7 @@ class BlockingEngine final : public NvmeEngine {
     }
   }
   void reap() override {}
+  void abandon(const std::exception_ptr& /*error*/) override {}  // it holds no chunk between calls
 
  private:
   const FileSystem& fs_;
@@ -116,10 +122,42 @@ class UringEngine final : public NvmeEngine {
       return nullptr;
     }
     engine->ready_ = true;
-    return engine;
+    why = missing_features(engine->ring_);
+    return why.empty() ? std::move(engine) : nullptr;
   }
   ~UringEngine() override {
     if (ready_) io_uring_queue_exit(&ring_);
+  }
+
+  // What this kernel's io_uring lacks that the engine needs, or "": the read and write opcodes
+  // (Linux 5.6) and timeouts passed to the wait itself (IORING_FEAT_EXT_ARG, 5.11 — before it,
+  // liburing's timed wait queues a timeout request whose completion would reach reap()).
+  static std::string missing_features(io_uring& ring) {
+    if ((ring.features & IORING_FEAT_EXT_ARG) == 0) {
+      return "this kernel's io_uring lacks IORING_FEAT_EXT_ARG (Linux 5.11)";
+    }
+    io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+    if (probe == nullptr) return "this kernel's io_uring cannot be probed for its operations";
+    const bool ok = io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                    io_uring_opcode_supported(probe, IORING_OP_WRITE);
+    io_uring_free_probe(probe);
+    return ok ? "" : "this kernel's io_uring has no IORING_OP_READ/WRITE (Linux 5.6)";
+  }
+
+  // The engine broke (reap or submit threw): waits, without a timeout, for every chunk the kernel
+  // still owns and finishes it with `error`, so that no buffer is freed under running I/O.
+  void abandon(const std::exception_ptr& error) override {
+    while (in_flight_ > 0) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe(&ring_, &cqe) < 0 || cqe == nullptr) return;  // nothing more to learn
+      auto* chunk = static_cast<NvmeChunk*>(io_uring_cqe_get_data(cqe));
+      io_uring_cqe_seen(&ring_, cqe);
+      if (cqe->user_data == LIBURING_UDATA_TIMEOUT) continue;
+      --in_flight_;
+      finish(chunk, error);
+    }
+    for (NvmeChunk* chunk : pending_) finish(chunk, error);
+    pending_.clear();
   }
   const char* name() const override { return "io_uring"; }
 
@@ -142,6 +180,7 @@ class UringEngine final : public NvmeEngine {
     unsigned seen = 0;
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
+      if (cqe->user_data == LIBURING_UDATA_TIMEOUT) continue;  // liburing's own (see above)
       --in_flight_;
       auto* chunk = static_cast<NvmeChunk*>(io_uring_cqe_get_data(cqe));
       const int result = cqe->res;
@@ -207,10 +246,12 @@ class UringEngine final : public NvmeEngine {
     ++in_flight_;
   }
 
+  // Submits every queued entry: io_uring_submit may take fewer than are ready (short of memory),
+  // and an entry left in the ring would wait for the next request to go out.
   void submit() {
-    for (;;) {
+    while (io_uring_sq_ready(&ring_) > 0) {
       const int status = io_uring_submit(&ring_);
-      if (status >= 0) return;
+      if (status >= 0) continue;
       if (status != -EINTR && status != -EAGAIN && status != -EBUSY) {
         ZS_THROW(IoError, "io_uring_submit failed: ", zs::detail::errno_message(-status));
       }
@@ -263,6 +304,7 @@ NvmeStore::NvmeStore(const NvmeStoreOptions& options, const FileSystem& file_sys
           file_system_.create_for_swap(detail::swap_path(dir, options_.name), options_.direct));
       file_system_.allocate(files_.back(), per_file_);
     }
+    start_engine();
   } catch (...) {
     for (File& file : files_) {
       file.descriptor().reset();
@@ -274,7 +316,10 @@ NvmeStore::NvmeStore(const NvmeStoreOptions& options, const FileSystem& file_sys
     }
     throw;
   }
+}
 
+// The engine (io_uring where it can run, else blocking) and the I/O thread.
+void NvmeStore::start_engine() {
   std::string why = "liburing was not found when zeroshard was built";
 #if ZS_HAVE_LIBURING
   if (options_.engine != "blocking") {
@@ -318,12 +363,14 @@ bool NvmeStore::io_uring_supported(std::string* why) {
 #if ZS_HAVE_LIBURING
   io_uring ring{};
   const int status = io_uring_queue_init(1, &ring, 0);
-  if (status == 0) {
-    io_uring_queue_exit(&ring);
-    return true;
+  if (status < 0) {
+    if (why != nullptr) *why = "io_uring_queue_init failed: " + zs::detail::errno_message(-status);
+    return false;
   }
-  if (why != nullptr) *why = "io_uring_queue_init failed: " + zs::detail::errno_message(-status);
-  return false;
+  const std::string missing = detail::UringEngine::missing_features(ring);
+  io_uring_queue_exit(&ring);
+  if (why != nullptr) *why = missing;
+  return missing.empty();
 #else
   if (why != nullptr) *why = "liburing was not found when zeroshard was built";
   return false;
@@ -413,6 +460,12 @@ void NvmeStore::wait(Io& io) {
   if (!request->finished) std::rethrow_exception(broken_);
 }
 
+bool NvmeStore::done(const Io& io) const {
+  if (!io.valid()) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return io.request_->finished || broken_;
+}
+
 NvmeStoreStats NvmeStore::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
@@ -453,10 +506,13 @@ void NvmeStore::run() {
       if (!batch.empty()) engine_->start(batch);
       engine_->reap();
     } catch (...) {
-      // The ring itself failed (not one chunk's I/O): every request not yet finished, and every
-      // later one, fails with this error, so that no waiter hangs.
+      // The ring itself failed (not one chunk's I/O): the chunks the kernel holds are finished
+      // with this error once it is done with their buffers; every request not yet finished, and
+      // every later one, fails with it, so that no waiter hangs.
+      const std::exception_ptr error = std::current_exception();
+      engine_->abandon(error);
       std::lock_guard<std::mutex> lock(mutex_);
-      broken_ = std::current_exception();
+      broken_ = error;
       ZS_LOG_ERROR("nvme store '{}': its I/O engine failed; every request fails from now on",
                    options_.name);
       io_done_.notify_all();

@@ -30,7 +30,9 @@
 // A failed chunk fails its request only; the store stays usable.
 //
 // Ownership: the store owns its files and its I/O thread; buffers given to read/write must stay
-// alive and untouched until the request's wait() returns. The FileSystem must outlive the store.
+// alive and untouched until the request's wait() returns. If the engine itself fails (not one
+// request's I/O), the store waits for the kernel to finish the requests it holds, fails them and
+// every later request with that error. The FileSystem must outlive the store.
 // Thread-safety: reserve, read, write and wait may be called from any thread; a request is waited
 // for once.
 #pragma once
@@ -130,6 +132,8 @@ class NvmeStore {
   Io read(uint64_t offset, void* data, uint64_t bytes);
   // Blocks until the request is done; throws its first IoError. An invalid Io returns at once.
   void wait(Io& io);
+  // Whether the request is over (done or failed) without waiting; an invalid Io is.
+  bool done(const Io& io) const;
 
   NvmeStoreStats stats() const;
 
@@ -137,6 +141,7 @@ class NvmeStore {
   using Chunk = detail::NvmeChunk;
   friend class detail::NvmeEngine;
   Io submit(bool is_write, uint64_t offset, void* data, uint64_t bytes);
+  void start_engine();
   void run();  // the I/O thread
   // Called by the engine on the I/O thread when a chunk ends: `error` null on success.
   void finish_chunk(Chunk* chunk, std::exception_ptr error);

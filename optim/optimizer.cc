@@ -80,16 +80,25 @@ void Optimizer::step(float lr) {
     // Paged: view i+1's state is read while view i updates, and view i's written out while
     // view i+1 updates. Views built from whole parameters are never paged (the engine's are
     // shards).
-    if (!slots_.empty()) pager_->prefetch(0);
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (i + 1 < slots_.size()) pager_->prefetch(i + 1);
       const std::vector<Tensor> state = pager_->acquire(i);
-      update(slots_[i].view, state, lr, steps_);
+      try {
+        // After the acquire: with a single buffer, a prefetch first would take the buffer view i
+        // needs and read view i+1 for nothing.
+        if (i + 1 < slots_.size()) pager_->prefetch(i + 1);
+        update(slots_[i].view, state, lr, steps_);
+      } catch (...) {
+        // The step fails (an earlier write-out's error, surfacing at an eviction): view i is
+        // given back unwritten, so that the pager stays consistent for whoever handles the error.
+        pager_->release(i, false);
+        throw;
+      }
       pager_->release(i, true);
     }
-    // No flush: the last views' write-outs run on while the next step computes; a buffer is
-    // reused only after its write-out landed, and a failed one fails whoever waits for it next
-    // (the next step's prefetch or acquire, a checkpoint's access, flush_state()).
+    // No flush: the last views' write-outs run on while the next step computes (its prefetch
+    // skips buffers still writing); a buffer is reused only after its write-out landed, and a
+    // failed one fails whoever waits for it next (an acquire or eviction of a later step, a
+    // checkpoint's access, flush_state()).
     for (GradientGate* gate : gates_) gate->stepped();
     return;
   }

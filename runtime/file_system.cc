@@ -288,8 +288,9 @@ File PosixFileSystem::create_for_swap(const std::string& path, bool direct) cons
 
 void PosixFileSystem::allocate(File& file, uint64_t bytes) const {
   if (bytes == 0) return;
-  // posix_fallocate returns the error instead of setting errno; glibc writes zeros where the
-  // filesystem has no fallocate.
+  // posix_fallocate returns the error instead of setting errno. Where the filesystem has no
+  // fallocate, glibc's fallback writes a byte per block, which an O_DIRECT file refuses
+  // (EINVAL): such a filesystem is refused here, before training.
   const int error = ::posix_fallocate(file.fd(), 0, static_cast<off_t>(bytes));
   if (error != 0) throw_file_error("fallocate", file.path(), error, 0);
 }

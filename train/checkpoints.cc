@@ -117,8 +117,11 @@ class ShardedCheckpointer final : public Checkpointer {
         lead_(rank_ == 0),
         plan_(translate(config, rank_, world_)),
         writer_(config.checkpoint_buffer, *config.file_system) {
-    // The snapshot buffer, allocated and faulted in now rather than on the first save's stall.
-    if (!c_.checkpoint_dir.empty()) {
+    // Which rank's file holds each rank's state (a hybrid replica's: its first group's source).
+    for (int r = 0; r < world_; ++r) sources_.push_back(checkpoint::file_source_rank(*s_.model, r));
+    // The snapshot buffer, allocated and faulted in now rather than on the first save's stall
+    // (a hybrid replica writes no file and needs none).
+    if (!c_.checkpoint_dir.empty() && sources_[static_cast<size_t>(rank_)] == rank_) {
       writer_.reserve(checkpoint::rank_file_bytes(*s_.model, rank_, *s_.optimizer));
     }
   }
@@ -134,6 +137,7 @@ class ShardedCheckpointer final : public Checkpointer {
  private:
   const FileSystem& files() const { return *c_.file_system; }
   // A save whose rank files are being written in the background.
+  std::vector<int> sources_;  // per rank: the rank whose file holds its state (file_source_rank)
   struct PendingSave {
     int64_t completed = 0;
     std::string temp;  // its temporary directory
@@ -227,10 +231,9 @@ json ShardedCheckpointer::metadata(int64_t completed) const {
   json files = json::array();
   for (int r = 0; r < world_; ++r) {
     // A hybrid replica's entry names its source's file: it writes none (same shards, same bits).
-    files.push_back(
-        {{"rank", r},
-         {"name", checkpoint::rank_file_name(checkpoint::file_source_rank(*s_.model, r))},
-         {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)}});
+    files.push_back({{"rank", r},
+                     {"name", checkpoint::rank_file_name(sources_[static_cast<size_t>(r)])},
+                     {"bytes", checkpoint::rank_file_bytes(*s_.model, r, *s_.optimizer)}});
   }
   json model = nullptr;
   if (s_.gpt) {
@@ -318,7 +321,7 @@ void ShardedCheckpointer::save(int64_t completed) {
   save.temp = checkpoint::temp_step_dir(dir, completed, static_cast<int64_t>(token));
   try {
     if (lead_) save.meta = metadata(completed);
-    if (checkpoint::file_source_rank(*s_.model, rank_) != rank_) {
+    if (sources_[static_cast<size_t>(rank_)] != rank_) {
       // A hybrid replica: its source rank writes the file (rank 0 takes its checksum from it).
       save.written = checkpoint::RankFileWriter::Written{};
     } else {
@@ -395,7 +398,7 @@ void ShardedCheckpointer::publish(bool wait) {
       for (int r = 0; r < world_; ++r) {
         // Every rank's writer checksums with the same algorithm; only the values travel. A hybrid
         // replica's entry carries its source's (the file it names).
-        const auto source = static_cast<size_t>(checkpoint::file_source_rank(*s_.model, r));
+        const auto source = static_cast<size_t>(sources_[static_cast<size_t>(r)]);
         meta.at("files").at(static_cast<size_t>(r))["checksum"] =
             checkpoint::Checksum{checkpoint::kSavedChecksum, get_u64(&rows[kWidth * source + 1])}
                 .text();

@@ -4,6 +4,8 @@
 // wraps the world in the restart loop of train/restarts.h (--max-restarts).
 #include "train/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -169,7 +171,9 @@ class RankRun final : private StepRunner {
       offload::NvmeStoreOptions store;
       store.paths = c_.nvme_paths;
       char name[48];
-      std::snprintf(name, sizeof(name), "zs-rank-%05d-optimizer-state", comm_.rank());
+      // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
+      std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-optimizer-state",
+                    static_cast<int>(::getpid()), comm_.rank());
       store.name = name;
       store.direct = c_.nvme_direct;
       state_pager_ = std::make_unique<offload::NvmeStatePager>(

@@ -3,7 +3,8 @@
 // resident state, with 1, 2 and 3 host buffers; the host memory is the buffers alone, charged as
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
 // reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
-// IoError naming the swap file; misuse is refused by name.
+// IoError naming the swap file, and the unit whose state was lost so is an error from then on;
+// misuse is refused by name.
 #include "offload/nvme_state_pager.h"
 
 #include <gtest/gtest.h>
@@ -189,6 +190,21 @@ TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
     EXPECT_CONTAINS(e.what(), "rank-00000-optimizer.swap");
     EXPECT_CONTAINS(e.what(), "No space left on device");
   }
+  // The unit whose write-out failed has lost its state: with the disk back, a step that needs it
+  // says so rather than reading a torn region.
+  // (The other buffers' failed write-outs are reported first, one per wait.)
+  faults.clear_rules();
+  bool lost = false;
+  for (int attempt = 0; attempt < 8 && !lost; ++attempt) {
+    try {
+      adam.step(1e-3f);
+      ADD_FAILURE() << "a step read the state of units whose write-outs had failed";
+      break;
+    } catch (const IoError& e) {
+      lost = std::string(e.what()).find("could not be written out earlier") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(lost);
 }
 
 }  // namespace
