@@ -152,16 +152,16 @@ void NvmeStatePager::wait_writes(Buffer& buffer) {
   }
 }
 
-int NvmeStatePager::take_buffer(bool for_acquire) {
+int NvmeStatePager::take_buffer(bool for_acquire, bool may_wait) {
   int chosen = -1;
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state == State::kFree) return static_cast<int>(b);
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const Buffer& buffer = buffers_[b];
-    // A prefetch leaves a buffer whose write-out still runs (it would wait for the disk here,
-    // on the compute thread, for a read that can as well come later).
-    if (buffer.state == State::kIdle && (for_acquire || writes_done(buffer)) &&
+    // A prefetch that may not wait leaves a buffer whose write-out still runs (it would wait for
+    // the disk here, on the compute thread, for a read that can as well come later).
+    if (buffer.state == State::kIdle && (may_wait || writes_done(buffer)) &&
         (chosen < 0 || buffer.released_at < buffers_[static_cast<size_t>(chosen)].released_at)) {
       chosen = static_cast<int>(b);
     }
@@ -198,10 +198,10 @@ void NvmeStatePager::start_read(int index, size_t view) {
   }
 }
 
-void NvmeStatePager::prefetch(size_t view) {
+void NvmeStatePager::prefetch(size_t view, bool may_wait) {
   check_view(view);
   if (buffers_.empty() || buffer_of(view) >= 0) return;
-  const int index = take_buffer(false);
+  const int index = take_buffer(false, may_wait);
   if (index >= 0) start_read(index, view);
 }
 
@@ -214,7 +214,7 @@ std::vector<Tensor> NvmeStatePager::acquire(size_t view) {
     ZS_THROW(InvalidArgument, "optimizer state on NVMe: view ", view, " is acquired twice");
   }
   if (index < 0) {
-    index = take_buffer(true);
+    index = take_buffer(true, true);
     ZS_CHECK(index >= 0, "optimizer state on NVMe: every one of the ", buffer_count_,
              " host buffers holds a view in use; release one first, or raise buffer_count");
     start_read(index, view);

@@ -16,9 +16,9 @@
 // run). prefetch() takes a free buffer or evicts the idle one released longest ago (waiting for
 // its write-out first) and never one that is reading or acquired: with too few buffers a
 // prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
-// A prefetch also leaves an idle buffer whose write-out still runs (no wait on the compute
-// thread). Three buffers give the optimizer's pipeline its full overlap (read i+1, update i,
-// write i-1); one works, serially (no prefetch).
+// A prefetch that may not wait also leaves an idle buffer whose write-out still runs. Three buffers
+// give the optimizer's pipeline its full overlap (read i+1, update i, write i-1); one works,
+// serially (no prefetch).
 //
 // Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
 // write-out); a view whose write-out failed has lost its state, and every later read of it is an
@@ -49,7 +49,7 @@ class NvmeStatePager final : public optim::StatePager {
   ~NvmeStatePager() override;
 
   void attach(const std::vector<int64_t>& view_numel, size_t states_per_view) override;
-  void prefetch(size_t view) override;
+  void prefetch(size_t view, bool may_wait) override;
   std::vector<Tensor> acquire(size_t view) override;
   void release(size_t view, bool dirty) override;
   void flush() override;
@@ -75,10 +75,10 @@ class NvmeStatePager final : public optim::StatePager {
   };
   // The buffer holding `view`, or -1.
   int buffer_of(size_t view) const;
-  // A buffer to put a view into: free, else the idle one released longest ago (for a prefetch,
-  // only one whose write-out is done), else (only `for_acquire`) a reading one; -1 if none. Waits
-  // for an evicted buffer's I/O.
-  int take_buffer(bool for_acquire);
+  // A buffer to put a view into: free, else the idle one released longest ago (unless
+  // `may_wait`, only one whose write-out is done), else (only `for_acquire`) a reading one; -1
+  // if none. Waits for an evicted buffer's I/O.
+  int take_buffer(bool for_acquire, bool may_wait);
   bool writes_done(const Buffer& buffer) const;
   // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
   void wait_writes(Buffer& buffer);

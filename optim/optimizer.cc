@@ -85,7 +85,7 @@ void Optimizer::step(float lr) {
       try {
         // After the acquire: with a single buffer, a prefetch first would take the buffer view i
         // needs and read view i+1 for nothing.
-        if (i + 1 < slots_.size()) pager_->prefetch(i + 1);
+        if (i + 1 < slots_.size()) pager_->prefetch(i + 1, true);
         update(slots_[i].view, state, lr, steps_);
       } catch (...) {
         // The step fails (an earlier write-out's error, surfacing at an eviction): view i is
@@ -95,10 +95,10 @@ void Optimizer::step(float lr) {
       }
       pager_->release(i, true);
     }
-    // No flush: the last views' write-outs run on while the next step computes (its prefetch
-    // skips buffers still writing); a buffer is reused only after its write-out landed, and a
-    // failed one fails whoever waits for it next (an acquire or eviction of a later step, a
-    // checkpoint's access, flush_state()).
+    // No flush: the last views' write-outs run on while the caller finishes the step (after_step,
+    // logging) until the next step's prefetch_state takes their buffers; a buffer is reused only
+    // after its write-out landed, and a failed one fails whoever waits for it next (an acquire or
+    // eviction of a later step, a checkpoint's access, flush_state()).
     for (GradientGate* gate : gates_) gate->stepped();
     return;
   }
@@ -164,7 +164,10 @@ void Optimizer::flush_state() const {
 void Optimizer::prefetch_state() const {
   if (pager_ == nullptr) return;
   // The pager takes free or idle buffers and skips a view when none is left.
-  for (size_t i = 0; i < slots_.size(); ++i) pager_->prefetch(i);
+  // Waiting, where it must, for the last step's write-outs of the buffers it takes (issued
+  // before the caller's after_step and logging, they are mostly done), so that every buffer
+  // holds a read running through forward and backward.
+  for (size_t i = 0; i < slots_.size(); ++i) pager_->prefetch(i, true);
 }
 
 Optimizer::StateAccess::StateAccess(StateAccess&& other) noexcept

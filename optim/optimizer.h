@@ -21,9 +21,10 @@
 // view's state in (the next view's read started before this view's update, its write-out after:
 // read i+1 while updating i while writing i-1), with the same update on the same values — the
 // results are bitwise those of resident state. prefetch_state() starts the first views' reads
-// early (during forward and backward), and step() returns without waiting for the last
-// write-outs (they run during the next forward): a failed write-out is thrown to the next user
-// of its buffer (a later step, a checkpoint's access_state, flush_state). state() and state_dict()
+// early (they run during forward and backward), and step() returns without waiting for the last
+// write-outs (they run while the caller finishes the step, until the next prefetch_state needs
+// their buffers): a failed write-out is thrown to the next user of its buffer (a later step, a
+// checkpoint's access_state, flush_state). state() and state_dict()
 // then refuse (there are no resident tensors to hand out); access_state() works either way and is
 // what checkpoints use.
 //
@@ -98,9 +99,10 @@ class Optimizer {
   bool paged() const { return pager_ != nullptr; }
   // Waits for the pager's write-outs (a checkpoint load's): no-op for resident state.
   void flush_state() const;
-  // Paged state: starts reading the first views' state into the pager's free buffers, so that
-  // the reads run while the caller computes (the engine calls it as a step's forward begins);
-  // step() then finds them resident. No-op for resident state.
+  // Paged state: starts reading the first views' state into the pager's buffers (waiting for a
+  // buffer's last write-out where it must), so that the reads run while the caller computes
+  // (the engine calls it as a step's forward begins); step() then finds them resident. No-op
+  // for resident state.
   void prefetch_state() const;
 
   // Names of the per-element state tensors of each view, in order.
