@@ -91,17 +91,6 @@ void for_each_rank_file_tensor(const sharding::ShardedModel& model, int world_ra
   if (written) optimizer.flush_state();
 }
 
-std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
-                                      const optim::Optimizer& optimizer) {
-  ZS_CHECK(!optimizer.paged(),
-           "checkpoint: the optimizer's state is paged; its tensors are "
-           "resident one unit at a time (use for_each_rank_file_tensor)");
-  std::vector<Tensor> tensors;
-  for_each_rank_file_tensor(model, world_rank, optimizer, false,
-                            [&](const Tensor& t) { tensors.push_back(t); });
-  return tensors;
-}
-
 uint64_t rank_file_bytes(const sharding::ShardedModel& model, int world_rank,
                          const optim::Optimizer& optimizer) {
   const uint64_t tensors = 1 + optimizer.state_names().size();
@@ -168,12 +157,6 @@ Checksum verify_file(const std::string& path, uint64_t bytes, const Checksum& ch
 RankFileReader::RankFileReader(const std::string& path, uint64_t bytes, const Checksum& checksum,
                                const FileSystem& fs)
     : file_(open_verified(path, bytes, checksum, fs)) {}
-
-void RankFileReader::apply(const std::vector<Tensor>& tensors) const {
-  apply([&](const TensorVisitor& visit) {
-    for (const Tensor& t : tensors) visit(t);
-  });
-}
 
 void RankFileReader::apply(const TensorSource& tensors) const {
   size_t offset = 0;

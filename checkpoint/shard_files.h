@@ -67,15 +67,12 @@ std::pair<int64_t, int64_t> file_range(const sharding::ShardedModel& model, size
 // Whether rank `world_rank`'s file holds all of its masters (false at stage 0 on several ranks:
 // a restore there reads the other ranks' files too).
 bool file_holds_masters(const sharding::ShardedModel& model, int world_rank);
-// The tensors rank `world_rank`'s file holds, in file order: per unit, the file_range of its
-// master, then of each optimizer state tensor (views of `optimizer`'s tensors, which must be
-// this rank's, built over model.local_shards()).
-std::vector<Tensor> rank_file_tensors(const sharding::ShardedModel& model, int world_rank,
-                                      const optim::Optimizer& optimizer);
-// The same tensors handed to `visit` one at a time: also for an optimizer whose state is paged
-// (optim/optimizer.h), which is brought in one unit at a time — a tensor is valid during its
-// call only. `written`: the caller writes into them (a restore), so paged state is written back
-// (and flushed before this returns).
+// Hands `visit` the tensors rank `world_rank`'s file holds, in file order: per unit, the
+// file_range of its master, then of each optimizer state tensor (views of `optimizer`'s tensors,
+// which must be this rank's, built over model.local_shards()). Paged optimizer state
+// (optim/optimizer.h) is brought in one unit at a time, so a tensor is valid during its call
+// only. `written`: the caller writes into them (a restore), so paged state is written back (and
+// flushed before this returns).
 void for_each_rank_file_tensor(const sharding::ShardedModel& model, int world_rank,
                                const optim::Optimizer& optimizer, bool written,
                                const TensorVisitor& visit);
@@ -91,11 +88,10 @@ class RankFileReader {
   // or its checksum differs from `checksum` (both printed).
   RankFileReader(const std::string& path, uint64_t bytes, const Checksum& checksum,
                  const FileSystem& fs = posix_file_system());
-  // Copies the file into `tensors` (rank_file_tensors of the rank that reads it, whose file
-  // holds all its masters: file_holds_masters). The step count and the compute copies are the
-  // caller's: Optimizer::set_steps, ShardedModel::refresh_from_masters.
-  void apply(const std::vector<Tensor>& tensors) const;
-  // The same into the tensors a source hands out (for_each_rank_file_tensor with written true).
+  // Copies the file into the tensors `tensors` hands out (for_each_rank_file_tensor, written
+  // true, of the rank that reads it, whose file holds all its masters: file_holds_masters). The
+  // step count and the compute copies are the caller's: Optimizer::set_steps,
+  // ShardedModel::refresh_from_masters.
   void apply(const TensorSource& tensors) const;
 
  private:
