@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "models/gpt_presets.h"
+#include "offload/nvme_store.h"
 #include "runtime/error.h"
 #include "sharding/stage_policy.h"
 
@@ -276,8 +277,12 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
   return peak;
 }
 
-// The NVMe tier's alignment (offload/nvme_store.h kAlignment): every region and buffer.
-uint64_t round_up_4k(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+// The NVMe tier's alignment: every region of its store and every host buffer of the pager
+// (offload/nvme_state_pager.h) is a multiple of it, and each buffer has one of slack.
+constexpr uint64_t kNvmeAlignment = offload::NvmeStore::kAlignment;
+uint64_t round_up_nvme(uint64_t bytes) {
+  return (bytes + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment;
+}
 
 // Where the fp32 master doubled as the compute copy (fp32 at every stage: the full buffer, its
 // slot, or stage 3's parameter shard) that copy stays in parameters on the device, as a buffer of
@@ -460,12 +465,13 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
       if (config.offload == OffloadKind::kOptimizer) {
         estimate.host[kOptim] += state_bytes * master_numel;
       } else {
-        estimate.nvme += state_bytes / 4 * round_up_4k(4 * master_numel);
+        estimate.nvme += state_bytes / 4 * round_up_nvme(4 * master_numel);
       }
     }
     if (config.offload == OffloadKind::kOptimizerNvme && state_bytes > 0) {
-      estimate.host[kOptim] = static_cast<uint64_t>(config.nvme_buffer_count) *
-                              (state_bytes / 4 * round_up_4k(4 * largest_master) + 4096);
+      estimate.host[kOptim] =
+          static_cast<uint64_t>(config.nvme_buffer_count) *
+          (state_bytes / 4 * round_up_nvme(4 * largest_master) + kNvmeAlignment);
     }
     if (!fp32_params) estimate.host[kParams] = largest_master * sizes.p;
     for (CategoryBytes* device :
