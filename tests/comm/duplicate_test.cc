@@ -40,6 +40,8 @@ TEST(Duplicate, RunsBesideTheOriginalQueueAndCountsInItsStats) {
     if (comm.rank() == 0) {
       EXPECT_FALSE(reduction->test());  // rank 1 has not issued it yet
     }
+    // Rank 1 issues its all_reduce only after rank 0 has looked (else the look could race it).
+    twin->barrier(bounded)->wait();
     if (comm.rank() == 1) reduction = comm.all_reduce(summed, ReduceOp::kSum, bounded);
     reduction->wait();
     EXPECT_EQ(full.to_vector(), (std::vector<float>{10, 10, 10, 20, 20, 20}));
