@@ -56,7 +56,7 @@ struct InjectedFault {
 // Where optimizer offload puts the masters and the optimizer state (--offload-optimizer;
 // DeepSpeed's zero_optimization.offload_optimizer.device).
 // kNvme: the masters in the host tier as with kHost, the optimizer state (AdamW's m and v, SGD's
-// momentum) on the NVMe tier (offload/nvme_state_pager.h), with the host holding only
+// momentum) on the NVMe tier (offload/nvme_pager.h), with the host holding only
 // nvme_buffer_count buffers of it.
 enum class OffloadTarget { kNone, kHost, kNvme };
 // "none", "host" (also DeepSpeed's "cpu"), "nvme".

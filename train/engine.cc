@@ -23,7 +23,7 @@
 #include "data/loader.h"
 #include "models/gpt.h"
 #include "offload/host_pool.h"
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
@@ -53,7 +53,7 @@ namespace {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settings,
                                                  std::vector<optim::ShardView>& views,
-                                                 optim::StatePager* pager) {
+                                                 TensorPager* pager) {
   if (settings.choice == OptimizerChoice::kSgd) {
     return std::make_unique<optim::Sgd>(views, settings.sgd, pager);
   }
@@ -176,8 +176,8 @@ class RankRun final : private StepRunner {
                     static_cast<int>(::getpid()), comm_.rank());
       store.name = name;
       store.direct = c_.nvme_direct;
-      state_pager_ = std::make_unique<offload::NvmeStatePager>(
-          store, host_tier_->allocator(), c_.nvme_buffer_count, *c_.file_system);
+      state_pager_ = std::make_unique<offload::NvmePager>(store, host_tier_->allocator(),
+                                                          c_.nvme_buffer_count, *c_.file_system);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {
@@ -261,7 +261,7 @@ class RankRun final : private StepRunner {
   std::unique_ptr<offload::HostPool> host_tier_;
   // --offload-optimizer nvme: the optimizer state's swap files and host buffers (in the host
   // tier above); the optimizer below uses it.
-  std::unique_ptr<offload::NvmeStatePager> state_pager_;
+  std::unique_ptr<offload::NvmePager> state_pager_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a

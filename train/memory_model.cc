@@ -278,7 +278,7 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
 }
 
 // The NVMe tier's alignment: every region of its store and every host buffer of the pager
-// (offload/nvme_state_pager.h) is a multiple of it, and each buffer has one of slack.
+// (offload/nvme_pager.h) is a multiple of it, and each buffer has one of slack.
 constexpr uint64_t kNvmeAlignment = offload::NvmeStore::kAlignment;
 uint64_t round_up_nvme(uint64_t bytes) {
   return (bytes + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment;

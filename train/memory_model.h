@@ -61,7 +61,7 @@
 // zs-train --offload-optimizer nvme) the host tier's optimizer_state is the pager's buffers
 // instead — nvme_buffer_count × (each state tensor of the largest unit, rounded up to 4 KiB, and
 // 4 KiB of alignment slack) — and `nvme` holds the state, each unit's tensors rounded up to 4 KiB
-// (offload/nvme_state_pager.h).
+// (offload/nvme_pager.h).
 //
 // Pure functions; thread-safe.
 #pragma once

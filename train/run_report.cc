@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -125,7 +125,7 @@ void RunReport::on_end(int64_t /*steps*/) {
     result.host_peak_total_max = host.peak_total.max;
     result.memory_table += host_memory_table(host, c.host_memory_budget);
   }
-  if (const offload::NvmeStatePager* pager = rank_.state_pager) {
+  if (const offload::NvmePager* pager = rank_.state_pager) {
     // The NVMe tier: the optimizer state's bytes in each rank's swap files; this rank's traffic.
     const offload::NvmeStoreStats io = pager->store().stats();
     result.nvme_bytes_read = io.bytes_read;

@@ -1,11 +1,11 @@
-// NvmeStatePager (offload/nvme_state_pager.h) under the optimizers: AdamW and SGD with momentum
+// NvmePager (offload/nvme_pager.h) under the optimizers: AdamW and SGD with momentum
 // over views of different sizes give bit for bit the masters and state of the same optimizer with
 // resident state, with 1, 2 and 3 host buffers; the host memory is the buffers alone, charged as
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
 // reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
 // IoError naming the swap file, and the unit whose state was lost so is an error from then on;
 // misuse is refused by name.
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 
 #include <gtest/gtest.h>
 
@@ -81,7 +81,7 @@ void expect_same_bits(const std::string& dir, int buffers, int steps, Make make)
   HostPool paged_pool("paged", {});
   Model resident(resident_pool.allocator(), 3);
   Model paged(paged_pool.allocator(), 3);
-  NvmeStatePager pager(store_options(dir), paged_pool.allocator(), buffers);
+  NvmePager pager(store_options(dir), paged_pool.allocator(), buffers);
   std::unique_ptr<optim::Optimizer> a = make(resident.views, nullptr);
   std::unique_ptr<optim::Optimizer> b = make(paged.views, &pager);
   EXPECT_TRUE(b->paged());
@@ -115,12 +115,12 @@ void expect_same_bits(const std::string& dir, int buffers, int steps, Make make)
   EXPECT_EQ(pager.store().reserved(), capacity);
 }
 
-TEST(NvmeStatePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers) {
+TEST(NvmePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers) {
   ScratchDir scratch;
   for (int buffers : {1, 2, 3}) {
     SCOPED_TRACE("buffers " + std::to_string(buffers));
     expect_same_bits(scratch.path(""), buffers, 4,
-                     [](std::vector<ShardView> views, optim::StatePager* pager) {
+                     [](std::vector<ShardView> views, TensorPager* pager) {
                        optim::AdamWOptions options;
                        options.weight_decay = 0.1f;
                        return std::unique_ptr<optim::Optimizer>(
@@ -129,22 +129,21 @@ TEST(NvmeStatePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers
   }
 }
 
-TEST(NvmeStatePager, SgdWithMomentumIsBitwiseTheResidentOptimizer) {
+TEST(NvmePager, SgdWithMomentumIsBitwiseTheResidentOptimizer) {
   ScratchDir scratch;
-  expect_same_bits(
-      scratch.path(""), 2, 3, [](std::vector<ShardView> views, optim::StatePager* pager) {
-        optim::SgdOptions options;
-        options.momentum = 0.9f;
-        options.nesterov = true;
-        return std::unique_ptr<optim::Optimizer>(new optim::Sgd(std::move(views), options, pager));
-      });
+  expect_same_bits(scratch.path(""), 2, 3, [](std::vector<ShardView> views, TensorPager* pager) {
+    optim::SgdOptions options;
+    options.momentum = 0.9f;
+    options.nesterov = true;
+    return std::unique_ptr<optim::Optimizer>(new optim::Sgd(std::move(views), options, pager));
+  });
 }
 
-TEST(NvmeStatePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
+TEST(NvmePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
   ScratchDir scratch;
   HostPool pool("rank 0 host", {});
   Model model(pool.allocator(), 5);
-  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 2);
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 2);
   optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
   EXPECT_THROW((void)adam.state(0), InvalidArgument);
   EXPECT_THROW((void)adam.state_dict(), InvalidArgument);
@@ -167,12 +166,12 @@ TEST(NvmeStatePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
   EXPECT_THROW(pager.release(2, false), InvalidArgument);
 }
 
-TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
+TEST(NvmePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
   ScratchDir scratch;
   FaultFileSystem faults;
   HostPool pool("rank 0 host", {});
   Model model(pool.allocator(), 7);
-  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 3, faults);
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 3, faults);
   optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
   model.set_grads(1);
   adam.step(1e-3f);
