@@ -183,6 +183,12 @@ struct TrainConfig {
   std::vector<std::string> nvme_paths;
   int nvme_buffer_count = 4;
   bool nvme_direct = true;
+  // Parameter offload (ZeRO-Infinity's offload_param, stage 3 with optimizer offload): the
+  // parameter shards of the units released after use live in the host tier (kHost) or on the
+  // NVMe tier under nvme_paths (kNvme) with param_buffer_count host buffers of one unit's shard
+  // (DeepSpeed's offload_param.buffer_count; 2 let the read of the next unit overlap).
+  OffloadTarget offload_param = OffloadTarget::kNone;
+  int param_buffer_count = 4;
   std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
   std::string report_json;     // FILE: the run's figures (losses, evals, memory, traffic)
   int64_t sample_tokens = 0;   // > 0: greedy sample of this many tokens at the end (rank 0)
@@ -303,6 +309,8 @@ struct TrainPlan {
   bool offload_optimizer = false;
   // ... and the optimizer state is paged onto the NVMe tier.
   bool optimizer_state_on_nvme = false;
+  // Stage 3's parameter shards are paged onto the NVMe tier (sharding.offload_params kNvme).
+  bool params_on_nvme = false;
 };
 
 // The plan of rank `rank` of `world` ranks. A pure function of its arguments.

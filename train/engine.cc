@@ -125,6 +125,19 @@ class RankRun final : private StepRunner {
   // process leaves, through its MPI bootstrap.
   void abort_group(const std::exception& e) { comm_.abort(e.what()); }
 
+  // The rank's swap files of one use of the NVMe tier (`what`: "optimizer-state", "parameters").
+  offload::NvmeStoreOptions nvme_store_options(const char* what) const {
+    offload::NvmeStoreOptions store;
+    store.paths = c_.nvme_paths;
+    char name[64];
+    // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
+    std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-%s", static_cast<int>(::getpid()),
+                  comm_.rank(), what);
+    store.name = name;
+    store.direct = c_.nvme_direct;
+    return store;
+  }
+
   void set_up(const models::GptConfig& model_config, int local_ranks) {
     ops::cpu::set_intra_op_threads(compute_threads(c_, local_ranks));
     tracker_.set_budget(c_.memory_budget);
@@ -145,9 +158,15 @@ class RankRun final : private StepRunner {
       host_tier_ = std::make_unique<offload::HostPool>(
           "rank " + std::to_string(comm_.rank()) + " host tier", host);
     }
-    sharded_ =
-        std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, plan_.sharding,
-                                                 host_tier_ ? &host_tier_->allocator() : nullptr);
+    if (plan_.params_on_nvme) {
+      param_pager_ = std::make_unique<offload::NvmePager>(
+          nvme_store_options("parameters"), host_tier_->allocator(), c_.param_buffer_count,
+          *c_.file_system, "parameter shards", MemoryCategory::kParameters);
+    }
+    sharded_ = std::make_unique<sharding::ShardedModel>(
+        task_->model(), comm_, compute_, plan_.sharding,
+        host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get());
+    if (param_pager_ && lead_) ZS_LOG_INFO("parameter shards on {}", param_pager_->describe());
     if (!c_.init_from.empty() && std::filesystem::is_directory(c_.init_from)) {
       // A sharded checkpoint's weights only (fine-tuning): no optimizer state, step or data
       // position carries over.
@@ -168,15 +187,8 @@ class RankRun final : private StepRunner {
     }
     views_ = sharded_->local_shards();
     if (plan_.optimizer_state_on_nvme) {
-      offload::NvmeStoreOptions store;
-      store.paths = c_.nvme_paths;
-      char name[48];
-      // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
-      std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-optimizer-state",
-                    static_cast<int>(::getpid()), comm_.rank());
-      store.name = name;
-      store.direct = c_.nvme_direct;
-      state_pager_ = std::make_unique<offload::NvmePager>(store, host_tier_->allocator(),
+      state_pager_ = std::make_unique<offload::NvmePager>(nvme_store_options("optimizer-state"),
+                                                          host_tier_->allocator(),
                                                           c_.nvme_buffer_count, *c_.file_system);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
@@ -203,10 +215,10 @@ class RankRun final : private StepRunner {
     state.compute = &compute_;
     state.result = result_;
     checkpointer_ = make_checkpointer(c_, state);
-    rank_ = std::make_unique<RankContext>(
-        RankContext{c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_,
-                    *sharded_, plan_.sharding, seq_, *result_,
-                    host_tier_ ? &host_tier_->tracker() : nullptr, state_pager_.get()});
+    rank_ = std::make_unique<RankContext>(RankContext{
+        c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
+        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
+        state_pager_.get(), param_pager_.get()});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.
@@ -262,6 +274,9 @@ class RankRun final : private StepRunner {
   // --offload-optimizer nvme: the optimizer state's swap files and host buffers (in the host
   // tier above); the optimizer below uses it.
   std::unique_ptr<offload::NvmePager> state_pager_;
+  // --offload-param nvme: stage 3's parameter shards' swap files and host buffers (host tier);
+  // the ShardedModel below uses it.
+  std::unique_ptr<offload::NvmePager> param_pager_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a

@@ -44,6 +44,8 @@ struct RankContext {
   // --offload-optimizer nvme: the optimizer state's pager (offload/nvme_pager.h); null
   // otherwise.
   const offload::NvmePager* state_pager = nullptr;
+  // --offload-param nvme: the parameter shards' pager; null otherwise.
+  const offload::NvmePager* param_pager = nullptr;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;

@@ -79,6 +79,35 @@ TEST(ZsMem, AllStagesByDefaultWithBudgetAndOffload) {
   EXPECT_TRUE(contains(r.out, " " + format_bytes(e.peak.total()) + " |")) << r.out;
 }
 
+// --offload-param: stage 3's device holds no parameter shard between steps; the host tier and
+// NVMe columns are the model's (whose figures tests/train/param_offload_test.cc checks against
+// runs).
+TEST(ZsMem, ParameterOffloadMovesTheShardsOffTheDevice) {
+  const Result r = run({"--model", "gpt2-xl", "--ranks", "8", "--precision", "bf16", "--zero-stage",
+                        "3", "--offload", "optimizer-nvme", "--offload-param", "nvme",
+                        "--nvme-param-buffer-count", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  MemoryModelConfig config;
+  config.world = 8;
+  config.stage = 3;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  config.offload = OffloadKind::kOptimizerNvme;
+  config.offload_params = sharding::ParamOffload::kNvme;
+  config.param_buffer_count = 3;
+  const auto units = gpt_memory_units(models::gpt_preset("1.5B"));
+  const MemoryEstimate e = estimate_memory(units, config);
+  EXPECT_EQ(e.steady[MemoryCategory::kParameters], 0u);
+  EXPECT_TRUE(contains(r.out, "parameter shards on nvme")) << r.out;
+  EXPECT_TRUE(contains(
+      r.out, "NVMe tier per rank (optimizer state, parameter shards): " + format_bytes(e.nvme)))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, " " + format_bytes(e.steady.total()) + " |")) << r.out;
+  config.offload_params = sharding::ParamOffload::kNone;
+  const MemoryEstimate resident = estimate_memory(units, config);
+  EXPECT_LT(e.steady.total(), resident.steady.total());
+  EXPECT_LT(e.nvme - resident.nvme, resident.steady[MemoryCategory::kParameters] + 4096 * 50);
+}
+
 TEST(ZsMem, BareParameterCountsAndHybrid) {
   Result r = run({"--params", "1.5B", "--units", "48", "--ranks", "4", "--zero-stage", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -158,6 +187,10 @@ TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
       {{"--optimizer", "lion"}, "--optimizer 'lion'"},
       {{"--momentum", "0.9"}, "--momentum"},
       {{"--offload", "nvme"}, "--offload 'nvme'"},
+      {{"--offload-param", "disk"}, "--offload-param 'disk'"},
+      {{"--offload", "optimizer", "--offload-param", "host"}, "--zero-stage 3"},
+      {{"--zero-stage", "3", "--ranks", "2", "--offload-param", "host"}, "--offload optimizer"},
+      {{"--zero-stage", "3", "--offload", "optimizer", "--offload-param", "host"}, "--ranks 2"},
       {{"--budget", "16 gibibytes"}, "--budget '16 gibibytes'"},
       {{"--budget", "0"}, "--budget"},
       {{"--grad-accum", "0"}, "--grad-accum"},

@@ -206,5 +206,57 @@ TEST(NvmePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
   EXPECT_TRUE(lost);
 }
 
+// acquire_for_overwrite reads nothing in (the store's read counter stays), its dirty release is
+// what the next acquire reads, and it makes a view whose write-out failed whole again; the
+// buffers are charged to the category given (here parameters, as stage 3's shards).
+TEST(NvmePager, OverwriteReadsNothingAndMakesALostViewWhole) {
+  ScratchDir scratch;
+  FaultFileSystem faults;
+  HostPool pool("rank 0 host", {});
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 1, faults, "parameter shards",
+                  MemoryCategory::kParameters);
+  pager.attach({2048, 0, 1024}, 1);
+  EXPECT_GT(pool.tracker().current(MemoryCategory::kParameters), 4u * 2048);
+  EXPECT_EQ(pool.tracker().current(MemoryCategory::kOptimizerState), 0u);
+  auto write_view = [&](size_t view, float value) {
+    std::vector<Tensor> pages = pager.acquire_for_overwrite(view);
+    ASSERT_EQ(pages.size(), 1u);
+    pages[0].copy_from(std::vector<float>(static_cast<size_t>(pages[0].numel()), value));
+    pager.release(view, true);
+  };
+  write_view(0, 1.5f);
+  write_view(2, 2.5f);  // evicts view 0 (one buffer): its write-out lands first
+  pager.flush();
+  const uint64_t read_before = pager.store().stats().bytes_read;
+  write_view(0, 3.5f);
+  EXPECT_EQ(pager.store().stats().bytes_read, read_before);
+  pager.flush();
+  std::vector<Tensor> pages = pager.acquire(2);
+  EXPECT_EQ(pages[0].to_vector().front(), 2.5f);
+  EXPECT_GT(pager.store().stats().bytes_read, read_before);
+  pager.release(2, false);
+  // A failed write-out loses view 0; overwriting it makes it readable again.
+  faults.add_rule(parse_fault_rule("write:rank-00000-optimizer.swap:eio"));
+  write_view(0, 4.5f);
+  EXPECT_THROW(pager.flush(), IoError);
+  faults.clear_rules();
+  (void)pager.acquire(2);  // evicts view 0's buffer
+  pager.release(2, false);
+  try {
+    (void)pager.acquire(0);
+    ADD_FAILURE() << "a view whose write-out failed was read";
+  } catch (const IoError& e) {
+    EXPECT_CONTAINS(e.what(), "parameter shards on NVMe");
+    EXPECT_CONTAINS(e.what(), "could not be written out earlier");
+  }
+  write_view(0, 5.5f);
+  pager.flush();
+  (void)pager.acquire(2);
+  pager.release(2, false);
+  pages = pager.acquire(0);
+  EXPECT_EQ(pages[0].to_vector().back(), 5.5f);
+  pager.release(0, false);
+}
+
 }  // namespace
 }  // namespace zs::offload
