@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -407,6 +408,58 @@ void print_budget(const MemRun& run, std::ostream& out) {
     }
   }
   out << table(rows);
+
+  // The same question per offload mode, at the highest stage shown: how much larger a model the
+  // device budget holds when the optimizer (ZeRO-Offload) and the parameter shards
+  // (ZeRO-Infinity) leave it, and what the host tier and NVMe must then hold per rank.
+  struct Mode {
+    const char* name;
+    OffloadKind optimizer;
+    sharding::ParamOffload params;
+  };
+  const int stage = *std::max_element(run.stages.begin(), run.stages.end());
+  const bool shards_params = stage == 3 && run.config.hybrid_group == 0 && run.config.world > 1;
+  std::vector<Mode> modes = {
+      {"none", OffloadKind::kNone, sharding::ParamOffload::kNone},
+      {"--offload-optimizer host", OffloadKind::kOptimizer, sharding::ParamOffload::kNone},
+      {"--offload-optimizer nvme", OffloadKind::kOptimizerNvme, sharding::ParamOffload::kNone}};
+  if (shards_params) {
+    modes.push_back(
+        {"+ --offload-param host", OffloadKind::kOptimizer, sharding::ParamOffload::kHost});
+    modes.push_back(
+        {"+ --offload-param nvme", OffloadKind::kOptimizerNvme, sharding::ParamOffload::kNvme});
+  }
+  if (stage == 0) modes.resize(1);  // optimizer offload needs a ZeRO stage
+  out << "\nBy offload mode at stage " << stage << " (zs-train's flags; the host tier and NVMe "
+      << "per rank hold what leaves the device):\n";
+  std::vector<std::vector<std::string>> by_mode{
+      {"offload", "preset", "parameters", "x none", "device peak", "host tier", "NVMe"}};
+  int64_t baseline = 0;
+  const std::vector<std::string> presets = models::gpt_preset_names();
+  for (const Mode& mode : modes) {
+    MemoryModelConfig config = run.config;
+    config.stage = stage;
+    config.offload = mode.optimizer;
+    config.offload_params = mode.params;
+    const std::optional<PresetFit> fit = largest_fitting_preset(config, *run.budget);
+    if (!fit) {
+      by_mode.push_back({mode.name, "none fits", "-", "-", "-", "-", "-"});
+      continue;
+    }
+    if (baseline == 0) baseline = fit->parameters;
+    char ratio[32] = "-";
+    if (baseline > 0) {
+      std::snprintf(ratio, sizeof(ratio), "%.1fx",
+                    static_cast<double>(fit->parameters) / static_cast<double>(baseline));
+    }
+    by_mode.push_back({mode.name, fit->preset + (fit->preset == presets.back() ? " (largest)" : ""),
+                       with_commas(fit->parameters), ratio, bytes(fit->estimate.peak.total()),
+                       bytes(fit->estimate.host.total()), bytes(fit->estimate.nvme)});
+  }
+  out << table(by_mode);
+  if (!shards_params) {
+    out << "(parameter offload: stage 3 over 2 or more ranks per shard group, not hybrid)\n";
+  }
 }
 
 }  // namespace

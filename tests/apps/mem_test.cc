@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -106,6 +108,41 @@ TEST(ZsMem, ParameterOffloadMovesTheShardsOffTheDevice) {
   const MemoryEstimate resident = estimate_memory(units, config);
   EXPECT_LT(e.steady.total(), resident.steady.total());
   EXPECT_LT(e.nvme - resident.nvme, resident.steady[MemoryCategory::kParameters] + 4096 * 50);
+}
+
+// --budget also answers per offload mode: the largest preset that fits the device budget when the
+// optimizer and the parameter shards leave it, with what the host tier and NVMe then hold.
+TEST(ZsMem, BudgetPerOffloadMode) {
+  const Result r = run({"--model", "gpt2", "--ranks", "2", "--precision", "bf16", "--budget",
+                        "4GiB", "--zero-stage", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "By offload mode at stage 3")) << r.out;
+  MemoryModelConfig config;
+  config.world = 2;
+  config.stage = 3;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  const std::optional<PresetFit> none = largest_fitting_preset(config, uint64_t{4} << 30);
+  config.offload = OffloadKind::kOptimizerNvme;
+  config.offload_params = sharding::ParamOffload::kNvme;
+  const std::optional<PresetFit> nvme = largest_fitting_preset(config, uint64_t{4} << 30);
+  ASSERT_TRUE(none && nvme);
+  EXPECT_GT(nvme->parameters, none->parameters);
+  char ratio[32];
+  std::snprintf(ratio, sizeof(ratio), "%.1fx",
+                static_cast<double>(nvme->parameters) / static_cast<double>(none->parameters));
+  const size_t row = r.out.find("+ --offload-param nvme");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row) + " ";
+  for (const std::string& cell :
+       {nvme->preset, std::string(ratio), format_bytes(nvme->estimate.peak.total()),
+        format_bytes(nvme->estimate.host.total()), format_bytes(nvme->estimate.nvme)}) {
+    EXPECT_TRUE(contains(line, " " + cell + " ")) << cell << " in\n" << line;
+  }
+  // One rank: no parameter offload rows, and a line that says why.
+  const Result one = run({"--model", "gpt2", "--budget", "4GiB"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_FALSE(contains(one.out, "--offload-param nvme")) << one.out;
+  EXPECT_TRUE(contains(one.out, "2 or more ranks per shard group")) << one.out;
 }
 
 TEST(ZsMem, BareParameterCountsAndHybrid) {
