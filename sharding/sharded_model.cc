@@ -80,7 +80,8 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       param_pager_(param_pager),
       config_(config),
       policy_(StagePolicy::make(config.stage, config.hybrid_group > 0,
-                                config.hybrid_group > 0 ? config.hybrid_group : comm.size())) {
+                                config.hybrid_group > 0 ? config.hybrid_group : comm.size(),
+                                config.offload_params != ParamOffload::kNone)) {
   // Asked of the stage requested, not the one that runs: a configuration valid at one rank only
   // (where every stage runs as stage 0) would fail when the job grows.
   ZS_CHECK(config.ddp_sync == DdpSync::kBucketed || policy_.requested_stage == 0,
@@ -108,9 +109,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
              policy_.requested_stage,
              " (full parameters stay on every rank); use --zero-stage 3, or drop --offload-param");
     ZS_CHECK(policy_.stage == 3, "sharding: parameter offload (", where,
-             ") needs the parameters sharded, but one rank per shard group shards nothing (stage 3 "
-             "runs as stage 0 there, full parameters on the device); run 2 or more ranks per "
-             "shard group, or drop --offload-param");
+             ") needs stage 3's shards, but hybrid groups of one rank shard nothing (stage 3 "
+             "runs as stage 0 there, full parameters on the device); use groups of 2 or more "
+             "ranks, no hybrid sharding, or drop --offload-param");
     ZS_CHECK(host_ != nullptr, "sharding: parameter offload (", where,
              ") needs optimizer offload too (the shards are cast from the masters, which must "
              "live on the host); add --offload-optimizer host (or nvme)");

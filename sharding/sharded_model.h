@@ -206,9 +206,10 @@
 // into the shards (kNvme: into a pager buffer written out asynchronously; the last units are
 // written first, so the first units of the next forward are the ones still in the buffers).
 // The same casts of the same masters: the bits equal the run without parameter offload. Units
-// kept gathered are not offloaded (their full parameters stay on the device anyway). Needs a
-// shard group of more than one rank (a group of one shards nothing: stage 3 runs as stage 0
-// there and keeps full parameters, so offloading shards is refused rather than ignored).
+// kept gathered are not offloaded (their full parameters stay on the device anyway). On one
+// rank (one device) stage 3 with parameter offload keeps stage 3's row (StagePolicy::make): the
+// "shard" is the whole unit and its collectives are over one rank, so that the parameters can
+// leave the device; hybrid groups of one rank are refused (they would run stage 0).
 //
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once

@@ -28,14 +28,17 @@ const char* grad_sync_name(GradSync sync) {
   return "unknown";
 }
 
-StagePolicy StagePolicy::make(int requested_stage, bool hybrid_requested, int shard_ranks) {
+StagePolicy StagePolicy::make(int requested_stage, bool hybrid_requested, int shard_ranks,
+                              bool offload_params) {
   ZS_CHECK(requested_stage >= 0 && requested_stage <= 3,
            "sharding: stage must be 0, 1, 2 or 3, got ", requested_stage);
   ZS_CHECK(!hybrid_requested || requested_stage == 3,
            "sharding: hybrid sharding needs stage 3, got stage ", requested_stage);
   ZS_CHECK(shard_ranks >= 1, "sharding: a shard group has at least one rank, got ", shard_ranks);
-  // One rank per shard group: nothing to shard, run stage 0 over the world.
-  const bool shards = shard_ranks > 1;
+  // One rank per shard group: nothing to shard, run stage 0 over the world (unless stage 3's
+  // parameters are to leave the device: they need stage 3's release after use).
+  const bool shards =
+      shard_ranks > 1 || (offload_params && requested_stage == 3 && !hybrid_requested);
   const int stage = shards ? requested_stage : 0;
   const bool hybrid = shards && hybrid_requested;
   StagePolicy policy;

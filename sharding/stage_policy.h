@@ -100,10 +100,12 @@ struct StagePolicy {
   bool gather_after_step = true;
 
   // Stage 0–3 without or with hybrid sharding, over shard groups of `shard_ranks` ranks (the
-  // world, or hybrid's group size): with one rank, stage 0's row over the world. Throws
-  // InvalidArgument for a stage outside 0–3, hybrid with a stage other than 3, or shard_ranks
-  // below 1.
-  static StagePolicy make(int stage, bool hybrid, int shard_ranks);
+  // world, or hybrid's group size): with one rank, stage 0's row over the world — except stage 3
+  // (not hybrid) with `offload_params` (ZeRO-Infinity's parameter offload on one device), which
+  // keeps stage 3's row: the rank's "shard" is the whole unit, released after use, so that it can
+  // live off the device; its collectives are over one rank. Throws InvalidArgument for a stage
+  // outside 0–3, hybrid with a stage other than 3, or shard_ranks below 1.
+  static StagePolicy make(int stage, bool hybrid, int shard_ranks, bool offload_params = false);
 
   // Whether a unit's full parameters of `full_bytes` are never released: every unit whose full
   // parameters persist, and under stage 3 those smaller than keep_gathered_below_bytes.

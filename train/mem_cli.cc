@@ -197,11 +197,6 @@ MemRun resolve(const MemArgs& a) {
           "--offload-param needs an optimizer offload too (the shards are cast from the masters "
           "on the host): add --offload optimizer or optimizer-nvme");
     }
-    if (a.ranks < 2) {
-      throw UsageError(
-          "--offload-param needs --ranks 2 or more: one rank shards nothing (stage 3 runs as "
-          "stage 0, full parameters on the device)");
-    }
   }
   c.alignment = a.alignment;
   if (!a.budget.empty()) {
@@ -418,7 +413,7 @@ void print_budget(const MemRun& run, std::ostream& out) {
     sharding::ParamOffload params;
   };
   const int stage = *std::max_element(run.stages.begin(), run.stages.end());
-  const bool shards_params = stage == 3 && run.config.hybrid_group == 0 && run.config.world > 1;
+  const bool shards_params = stage == 3 && run.config.hybrid_group == 0;
   std::vector<Mode> modes = {
       {"none", OffloadKind::kNone, sharding::ParamOffload::kNone},
       {"--offload-optimizer host", OffloadKind::kOptimizer, sharding::ParamOffload::kNone},
@@ -458,7 +453,7 @@ void print_budget(const MemRun& run, std::ostream& out) {
   }
   out << table(by_mode);
   if (!shards_params) {
-    out << "(parameter offload: stage 3 over 2 or more ranks per shard group, not hybrid)\n";
+    out << "(parameter offload: stage 3 without hybrid groups)\n";
   }
 }
 
@@ -513,7 +508,7 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       ->check(CLI::Range(1, 64));
   app.add_option("--offload-param", a.offload_param,
                  "none (default), host or nvme: stage 3's parameter shards off the device "
-                 "(zs-train --offload-param; needs --zero-stage 3, --ranks >= 2 and --offload)");
+                 "(zs-train --offload-param; needs --zero-stage 3 and --offload)");
   app.add_option("--nvme-param-buffer-count", a.param_buffer_count,
                  "with --offload-param nvme: host buffers of one unit's shard (default 4)")
       ->check(CLI::Range(1, 64));

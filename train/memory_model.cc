@@ -331,7 +331,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   // refuses a stage outside 0–3 and hybrid below stage 3.
   const sharding::StagePolicy policy =
       sharding::StagePolicy::make(config.stage, config.hybrid_group > 0,
-                                  config.hybrid_group > 0 ? config.hybrid_group : config.world);
+                                  config.hybrid_group > 0 ? config.hybrid_group : config.world,
+                                  config.offload_params != sharding::ParamOffload::kNone);
   ZS_CHECK(config.world >= 1, "memory model: world size must be >= 1, got ", config.world);
   ZS_CHECK(config.alignment >= 1, "memory model: alignment must be >= 1, got ", config.alignment);
   ZS_CHECK(is_floating(config.param_dtype) && is_floating(config.reduce_dtype),
@@ -347,8 +348,8 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   // The conditions ShardedModel enforces.
   ZS_CHECK(!offload_params || (policy.stage == 3 && config.offload != OffloadKind::kNone &&
                                config.param_buffer_count >= 1),
-           "memory model: parameter offload needs stage 3 over a shard group of more than one "
-           "rank, an optimizer offload and at least 1 host buffer");
+           "memory model: parameter offload needs stage 3 (not over hybrid groups of one rank), "
+           "an optimizer offload and at least 1 host buffer");
   if (config.hybrid_group > 0) {
     ZS_CHECK(config.world % config.hybrid_group == 0, "memory model: the world size ", config.world,
              " is not a multiple of the hybrid group size ", config.hybrid_group);

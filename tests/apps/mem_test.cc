@@ -138,11 +138,16 @@ TEST(ZsMem, BudgetPerOffloadMode) {
         format_bytes(nvme->estimate.host.total()), format_bytes(nvme->estimate.nvme)}) {
     EXPECT_TRUE(contains(line, " " + cell + " ")) << cell << " in\n" << line;
   }
-  // One rank: no parameter offload rows, and a line that says why.
+  // One rank: parameter offload too (stage 3 keeps its release after use there); hybrid: none,
+  // and a line that says why.
   const Result one = run({"--model", "gpt2", "--budget", "4GiB"});
   ASSERT_EQ(one.code, 0) << one.err;
-  EXPECT_FALSE(contains(one.out, "--offload-param nvme")) << one.out;
-  EXPECT_TRUE(contains(one.out, "2 or more ranks per shard group")) << one.out;
+  EXPECT_TRUE(contains(one.out, "+ --offload-param nvme")) << one.out;
+  const Result hybrid =
+      run({"--model", "gpt2", "--budget", "4GiB", "--ranks", "4", "--hybrid-group", "2"});
+  ASSERT_EQ(hybrid.code, 0) << hybrid.err;
+  EXPECT_FALSE(contains(hybrid.out, "+ --offload-param nvme")) << hybrid.out;
+  EXPECT_TRUE(contains(hybrid.out, "stage 3 without hybrid groups")) << hybrid.out;
 }
 
 TEST(ZsMem, BareParameterCountsAndHybrid) {
@@ -227,7 +232,6 @@ TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
       {{"--offload-param", "disk"}, "--offload-param 'disk'"},
       {{"--offload", "optimizer", "--offload-param", "host"}, "--zero-stage 3"},
       {{"--zero-stage", "3", "--ranks", "2", "--offload-param", "host"}, "--offload optimizer"},
-      {{"--zero-stage", "3", "--offload", "optimizer", "--offload-param", "host"}, "--ranks 2"},
       {{"--budget", "16 gibibytes"}, "--budget '16 gibibytes'"},
       {{"--budget", "0"}, "--budget"},
       {{"--grad-accum", "0"}, "--grad-accum"},
