@@ -129,5 +129,43 @@ TEST(CudaEngine, OptimizerOffloadToPinnedHostMemory) {
   }
 }
 
+// Parameter offload on one GPU (ZeRO-Infinity's single-device case): stage 3 with the parameters
+// in pinned host memory or on NVMe (under the scratch directory, through the page cache: tmpfs
+// may refuse O_DIRECT) learns as the run without; the GPU then holds parameters only while they
+// are gathered.
+TEST(CudaEngine, ParameterOffloadToPinnedHostMemoryAndNvme) {
+  ZS_SKIP_WITHOUT_CUDA();
+  ScratchDir dir;
+  const std::string path = dir.path("corpus.txt");
+  write_text(path, learnable_corpus());
+  for (const DType precision : {DType::kF32, DType::kBF16}) {
+    for (const OffloadTarget params : {OffloadTarget::kHost, OffloadTarget::kNvme}) {
+      SCOPED_TRACE(std::string("parameters ") + offload_target_name(params) + ", " +
+                   dtype_name(precision));
+      TrainConfig in_memory = tiny_run(path, 1, 3, precision);
+      in_memory.device = "cuda";
+      in_memory.backend = "auto";
+      TrainConfig offloaded = in_memory;
+      offloaded.offload_optimizer = OffloadTarget::kHost;
+      offloaded.offload_param = params;
+      if (params == OffloadTarget::kNvme) {
+        offloaded.nvme_paths = {dir.path("")};
+        offloaded.nvme_direct = false;
+      }
+      const TrainResult want = run_training(in_memory);
+      const TrainResult got = run_training(offloaded);
+      ASSERT_EQ(got.steps.size(), want.steps.size());
+      EXPECT_LT(got.steps.back().loss, 0.7f * got.steps.front().loss) << "did not learn";
+      expect_losses_near(got, want, precision);
+      EXPECT_LE(got.peak_max[static_cast<int>(MemoryCategory::kParameters)],
+                want.peak_max[static_cast<int>(MemoryCategory::kParameters)]);
+      ASSERT_EQ(got.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
+      EXPECT_GT(got.host_peak_max[static_cast<int>(MemoryCategory::kParameters)] +
+                    got.host_peak_max[static_cast<int>(MemoryCategory::kMasterWeights)],
+                0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zs::train
