@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
-#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/json_escape.h"
 
 namespace zs {
 
@@ -50,53 +49,12 @@ std::vector<TraceSpan> Trace::spans() const {
 
 void Trace::write(const std::string& path) const {
   const std::string json = chrome_trace_json(spans(), rank_);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    ZS_CHECK_AS(IoError, out.good(), "trace: cannot open '", temporary,
-                "' for writing; pass a --trace path in a writable directory");
-    out << json;
-    out.flush();
-    ZS_CHECK_AS(IoError, out.good(), "trace: writing '", temporary,
-                "' failed (disk full?); free space or pass another --trace path");
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  ZS_CHECK_AS(IoError, !error, "trace: cannot rename '", temporary, "' to '", path,
-              "': ", error.message());
+  detail::AtomicFileWriter file(path);
+  file.write(json.data(), json.size());
+  file.commit();
 }
 
 namespace {
-
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char code[8];
-          std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned>(c));
-          out += code;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 std::string microseconds(double us) {
   char text[40];
@@ -200,7 +158,7 @@ std::string chrome_trace_json(const std::vector<TraceSpan>& spans, int rank) {
     }
     if (chosen == lanes.size()) lanes.push_back({s->lane, same_kind, {}});
     lanes[chosen].open_ends.push_back(s->end_us);
-    events << "{\"name\":\"" << json_escaped(s->name) << "\",\"cat\":\"" << trace_lane_name(s->lane)
+    events << "{\"name\":\"" << json_escape(s->name) << "\",\"cat\":\"" << trace_lane_name(s->lane)
            << "\",\"ph\":\"X\",\"ts\":" << microseconds(s->begin_us)
            << ",\"dur\":" << microseconds(s->end_us - s->begin_us) << ",\"pid\":" << pid
            << ",\"tid\":" << chosen + 1 << "},\n";

@@ -66,8 +66,8 @@ class Trace {
   void record(TraceLane lane, std::string name, SteadyClock::time_point begin,
               SteadyClock::time_point end);
   std::vector<TraceSpan> spans() const;
-  // Writes the Chrome trace JSON to `path` (through a temporary file renamed into place).
-  // Throws IoError naming the path if it cannot be written.
+  // Writes the Chrome trace JSON to `path` (runtime/file_io.h AtomicFileWriter: a temporary
+  // file renamed into place). Throws IoError naming the path if it cannot be written.
   void write(const std::string& path) const;
 
  private:

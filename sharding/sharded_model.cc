@@ -745,11 +745,12 @@ void ShardedModel::reduce_grads(Unit& u) {
                                                        comm::ReduceOp::kAvg, options));
   }
   for (size_t i = reductions_before; i < u.reductions.size(); ++i) {
-    collective_spans_.issued(u.reductions[i], TraceLane::kReduce,
-                             policy_.reduce_collective == GradientCollective::kAllReduce
-                                 ? "all_reduce"
-                                 : "reduce_scatter",
-                             u.name, issued_at);
+    const char* collective = "reduce_scatter";
+    if (policy_.reduce_collective == GradientCollective::kAllReduce) {
+      // Gather-scatter's gather was waited for above; what is left in flight is its scatter.
+      collective = config_.ddp_sync == DdpSync::kGatherScatter ? "scatter" : "all_reduce";
+    }
+    collective_spans_.issued(u.reductions[i], TraceLane::kReduce, collective, u.name, issued_at);
   }
   if (!policy_.full_grads_persist) {
     // The Work keeps the full gradient alive until the reduction has read it.

@@ -13,15 +13,21 @@ namespace {
 
 TraceSpan span(TraceLane lane, double begin, double end) { return {lane, "s", begin, end}; }
 
+// The exposure of the one step of `spans`.
+StepExposure only_step(const std::vector<TraceSpan>& spans) {
+  const std::vector<StepExposure> steps = exposed_communication(spans);
+  EXPECT_EQ(steps.size(), 1u);
+  return steps.empty() ? StepExposure{} : steps[0];
+}
+
 TEST(ExposedCommunication, CollectiveInsideComputeIsHidden) {
   const std::vector<TraceSpan> spans{span(TraceLane::kStep, 0, 100),
                                      span(TraceLane::kCompute, 0, 80),
                                      span(TraceLane::kGather, 10, 50)};
-  const auto steps = exposed_communication(spans);
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_DOUBLE_EQ(steps[0].step_us, 100);
-  EXPECT_DOUBLE_EQ(steps[0].communication_us, 40);
-  EXPECT_DOUBLE_EQ(steps[0].exposed_us, 0);
+  const StepExposure step = only_step(spans);
+  EXPECT_DOUBLE_EQ(step.step_us, 100);
+  EXPECT_DOUBLE_EQ(step.communication_us, 40);
+  EXPECT_DOUBLE_EQ(step.exposed_us, 0);
 }
 
 TEST(ExposedCommunication, TailAfterComputeIsExposed) {
@@ -29,10 +35,9 @@ TEST(ExposedCommunication, TailAfterComputeIsExposed) {
   const std::vector<TraceSpan> spans{span(TraceLane::kStep, 0, 100),
                                      span(TraceLane::kCompute, 0, 80),
                                      span(TraceLane::kReduce, 70, 95)};
-  const auto steps = exposed_communication(spans);
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_DOUBLE_EQ(steps[0].communication_us, 25);
-  EXPECT_DOUBLE_EQ(steps[0].exposed_us, 15);
+  const StepExposure step = only_step(spans);
+  EXPECT_DOUBLE_EQ(step.communication_us, 25);
+  EXPECT_DOUBLE_EQ(step.exposed_us, 15);
 }
 
 TEST(ExposedCommunication, WaitInsideComputeIsNotCompute) {
@@ -42,10 +47,9 @@ TEST(ExposedCommunication, WaitInsideComputeIsNotCompute) {
       span(TraceLane::kStep, 0, 100),      span(TraceLane::kCompute, 0, 60),
       span(TraceLane::kWait, 20, 30),      span(TraceLane::kGather, 5, 30),
       span(TraceLane::kOptimizer, 60, 90), span(TraceLane::kReduce, 70, 80)};
-  const auto steps = exposed_communication(spans);
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_DOUBLE_EQ(steps[0].communication_us, 35);
-  EXPECT_DOUBLE_EQ(steps[0].exposed_us, 10);
+  const StepExposure step = only_step(spans);
+  EXPECT_DOUBLE_EQ(step.communication_us, 35);
+  EXPECT_DOUBLE_EQ(step.exposed_us, 10);
 }
 
 TEST(ExposedCommunication, OverlappingCollectivesCountOnceAndStepsSplit) {
@@ -70,10 +74,9 @@ TEST(ExposedCommunication, NestedComputeAndNoCommunication) {
   const std::vector<TraceSpan> spans{span(TraceLane::kStep, 0, 10),
                                      span(TraceLane::kCompute, 0, 10),
                                      span(TraceLane::kCompute, 2, 4)};
-  const auto steps = exposed_communication(spans);
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_DOUBLE_EQ(steps[0].communication_us, 0);
-  EXPECT_DOUBLE_EQ(steps[0].exposed_us, 0);
+  const StepExposure step = only_step(spans);
+  EXPECT_DOUBLE_EQ(step.communication_us, 0);
+  EXPECT_DOUBLE_EQ(step.exposed_us, 0);
   EXPECT_TRUE(exposed_communication({span(TraceLane::kGather, 0, 5)}).empty());  // no step
 }
 
