@@ -692,7 +692,6 @@ void ShardedModel::reduce_grads(Unit& u) {
     wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
   }
   const comm::CollectiveOptions options{{}, "gradients of " + u.name};
-  const SteadyClock::time_point issued_at = collective_spans_.start();
   const size_t reductions_before = u.reductions.size();
   // What travels: the flat gradient (kPerStep after deferred micro-batches: the step's fp32
   // sum), cast to reduce_dtype if that differs.
@@ -704,6 +703,7 @@ void ShardedModel::reduce_grads(Unit& u) {
                          "unit " + u.name + " grads to reduce");
     ops::copy_(send, source);
   }
+  const SteadyClock::time_point issued_at = collective_spans_.start();  // after the cast
   if (policy_.reduce_collective == GradientCollective::kAllReduce) {
     // Over one rank the average is the gradient itself, bit for bit (every backend averages
     // with fp32 accumulation and rounds back to the dtype it was given): nothing to send, and
