@@ -904,6 +904,7 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
   m.grad_sync = s.grad_sync;
   m.prefetch = s.prefetch;
   m.max_live_gathered_bytes = s.max_live_gathered_bytes;
+  m.prefetch_bytes = s.prefetch_bytes;
   m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;
   m.max_reductions_in_flight = s.max_reductions_in_flight;
   m.offload = plan.optimizer_state_on_nvme ? OffloadKind::kOptimizerNvme
