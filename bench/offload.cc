@@ -14,6 +14,9 @@
 // --dir), each step's median time without the first step; for nvme also the bytes the optimizer
 // state moved per step, the seconds its steps waited for them, and the bound the target quotes:
 // max(the in-memory step, bytes ÷ the raw disk bandwidth at the store's pattern measured above).
+// Then parameter offload: the same model at stage 3 on 2 ranks × 1 thread with the optimizer in
+// the host tier, its parameter shards on the device, in the host tier (--offload-param host) and
+// on NVMe (--offload-param nvme), with rank 0's parameter bytes moved per step and the same bound.
 // Targets: host ≤ 1.10× in memory; nvme ≤ 1.2× the bound. Prints; never asserts.
 //
 // Usage: zs-bench-offload [--dir /tmp] [--bytes 1073741824] [--stripe-bytes 8388608]
@@ -230,7 +233,6 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   const zs::train::TrainResult none = quiet_run(config(zs::train::OffloadTarget::kNone));
   const zs::train::TrainResult host = quiet_run(config(zs::train::OffloadTarget::kHost));
   const zs::train::TrainResult nvme = quiet_run(config(zs::train::OffloadTarget::kNvme));
-  std::remove(data.c_str());
   const double none_ms = median_step_ms(none);
   const double host_ms = median_step_ms(host);
   const double nvme_ms = median_step_ms(nvme);
@@ -255,6 +257,40 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
       "%.3fx max(in memory, disk) (target <= 1.2x)\n",
       nvme_ms, nvme_ms / none_ms, read_per_step / 1e6, written_per_step / 1e6, io_ms,
       1e3 * nvme.nvme_wait_seconds / steps, nvme_ms / bound);
+
+  // Parameter offload: stage 3 on 2 ranks x 1 thread, the optimizer in the host tier; the
+  // parameter shards on the device, in the host tier, or on NVMe.
+  auto stage3 = [&](zs::train::OffloadTarget params) {
+    zs::train::TrainConfig c = config(zs::train::OffloadTarget::kHost);
+    c.ranks = 2;
+    c.threads = 1;
+    c.stage = 3;
+    c.offload_param = params;
+    if (params == zs::train::OffloadTarget::kNvme) c.nvme_paths = {o.dir};
+    return c;
+  };
+  const zs::train::TrainResult device = quiet_run(stage3(zs::train::OffloadTarget::kNone));
+  const zs::train::TrainResult params_host = quiet_run(stage3(zs::train::OffloadTarget::kHost));
+  const zs::train::TrainResult params_nvme = quiet_run(stage3(zs::train::OffloadTarget::kNvme));
+  std::remove(data.c_str());
+  const double device_ms = median_step_ms(device);
+  const double params_nvme_ms = median_step_ms(params_nvme);
+  const double p_steps = static_cast<double>(params_nvme.steps.size());
+  const double p_read = static_cast<double>(params_nvme.nvme_bytes_read) / p_steps;
+  const double p_written = static_cast<double>(params_nvme.nvme_bytes_written) / p_steps;
+  const double p_io_ms = 1e3 * (p_read / (raw_read_gbs * 1e9) + p_written / (raw_write_gbs * 1e9));
+  std::printf(
+      "\nparameter offload: the same model, stage 3, 2 ranks x 1 thread, the optimizer in the "
+      "host tier\n");
+  std::printf("shards on device   %8.1f ms/step\n", device_ms);
+  std::printf("shards on host     %8.1f ms/step  %.3fx on device\n", median_step_ms(params_host),
+              median_step_ms(params_host) / device_ms);
+  std::printf(
+      "shards on NVMe     %8.1f ms/step  %.3fx on device; rank 0 read %.1f MB + wrote %.1f MB "
+      "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %.3fx max(on device, "
+      "disk)\n",
+      params_nvme_ms, params_nvme_ms / device_ms, p_read / 1e6, p_written / 1e6, p_io_ms,
+      1e3 * params_nvme.nvme_wait_seconds / p_steps, params_nvme_ms / std::max(device_ms, p_io_ms));
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ void adamw_update(const ShardView& view, const Tensor& exp_avg, const Tensor& ex
   });
 }
 
-AdamW::AdamW(std::vector<ShardView> views, const AdamWOptions& options, StatePager* pager)
+AdamW::AdamW(std::vector<ShardView> views, const AdamWOptions& options, TensorPager* pager)
     : Optimizer("AdamW", std::move(views), {"exp_avg", "exp_avg_sq"}, pager), options_(options) {
   check_options(options_);
 }

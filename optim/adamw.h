@@ -41,8 +41,8 @@ void adamw_update(const ShardView& view, const Tensor& exp_avg, const Tensor& ex
 class AdamW : public Optimizer {
  public:
   // Over shards: one view per flat buffer of which this rank owns a slice.
-  // `pager`: paged state (optim/state_pager.h; optimizer offload to NVMe), null: resident.
-  AdamW(std::vector<ShardView> views, const AdamWOptions& options, StatePager* pager = nullptr);
+  // `pager`: paged state (runtime/tensor_pager.h; optimizer offload to NVMe), null: resident.
+  AdamW(std::vector<ShardView> views, const AdamWOptions& options, TensorPager* pager = nullptr);
   // Over whole parameters: `decay[i]` says whether weight decay applies to params[i] (not to
   // biases and norms). Gradients are read from the parameters at each step; parameters without a
   // gradient are skipped.

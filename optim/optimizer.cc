@@ -10,7 +10,7 @@
 namespace zs::optim {
 
 Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
-                     std::vector<std::string> state_names, StatePager* pager)
+                     std::vector<std::string> state_names, TensorPager* pager)
     : kind_(kind),
       state_names_(std::move(state_names)),
       gates_(distinct_gates(views)),

@@ -16,8 +16,8 @@
 // them: reading or writing through a handle reads or writes the optimizer's state. The step
 // count (steps()) is the only other state.
 //
-// Paged state (optimizer offload to NVMe): an optimizer built with a StatePager
-// (optim/state_pager.h) allocates no state tensors; the pager holds them, and step() brings each
+// Paged state (optimizer offload to NVMe): an optimizer built with a TensorPager
+// (runtime/tensor_pager.h) allocates no state tensors; the pager holds them, and step() brings each
 // view's state in (the next view's read started before this view's update, its write-out after:
 // read i+1 while updating i while writing i-1), with the same update on the same values — the
 // results are bitwise those of resident state. prefetch_state() starts the first views' reads
@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "optim/shard_view.h"
-#include "optim/state_pager.h"
 #include "runtime/macros.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_pager.h"
 
 namespace zs::optim {
 
@@ -87,15 +87,15 @@ class Optimizer {
 
    private:
     friend class Optimizer;
-    StateAccess(StatePager* pager, size_t view, std::vector<Tensor> tensors)
+    StateAccess(TensorPager* pager, size_t view, std::vector<Tensor> tensors)
         : pager_(pager), view_(view), tensors_(std::move(tensors)) {}
-    StatePager* pager_;
+    TensorPager* pager_;
     size_t view_;
     std::vector<Tensor> tensors_;
     bool written_ = false;
   };
   StateAccess access_state(size_t i) const;
-  // Whether the state lives in a StatePager (not resident).
+  // Whether the state lives in a TensorPager (not resident).
   bool paged() const { return pager_ != nullptr; }
   // Waits for the pager's write-outs (a checkpoint load's): no-op for resident state.
   void flush_state() const;
@@ -118,7 +118,7 @@ class Optimizer {
   // `kind` names the optimizer in errors ("AdamW"). `pager`: paged state (must outlive the
   // optimizer); null keeps the state resident on each view's master allocator.
   Optimizer(const char* kind, std::vector<ShardView> views, std::vector<std::string> state_names,
-            StatePager* pager = nullptr);
+            TensorPager* pager = nullptr);
   // Whole parameters; decay[i] is params[i]'s weight-decay flag.
   Optimizer(const char* kind, const std::vector<Tensor>& params, const std::vector<bool>& decay,
             std::vector<std::string> state_names);
@@ -140,7 +140,7 @@ class Optimizer {
   std::vector<std::string> state_names_;
   std::vector<Slot> slots_;
   std::vector<GradientGate*> gates_;  // the views' distinct gates (none for autograd parameters)
-  StatePager* pager_ = nullptr;
+  TensorPager* pager_ = nullptr;
   int64_t steps_ = 0;
 };
 

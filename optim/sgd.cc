@@ -90,7 +90,7 @@ void sgd_update(const ShardView& view, const Tensor& momentum_buffer, const SgdO
   });
 }
 
-Sgd::Sgd(std::vector<ShardView> views, const SgdOptions& options, StatePager* pager)
+Sgd::Sgd(std::vector<ShardView> views, const SgdOptions& options, TensorPager* pager)
     : Optimizer("SGD", std::move(views), sgd_state_names(checked(options)), pager),
       options_(options) {}
 

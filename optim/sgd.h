@@ -33,8 +33,8 @@ void sgd_update(const ShardView& view, const Tensor& momentum_buffer, const SgdO
 
 class Sgd : public Optimizer {
  public:
-  // `pager`: paged state (optim/state_pager.h; optimizer offload to NVMe), null: resident.
-  Sgd(std::vector<ShardView> views, const SgdOptions& options, StatePager* pager = nullptr);
+  // `pager`: paged state (runtime/tensor_pager.h; optimizer offload to NVMe), null: resident.
+  Sgd(std::vector<ShardView> views, const SgdOptions& options, TensorPager* pager = nullptr);
   // Whole parameters; `decay[i]` says whether weight decay applies to params[i].
   Sgd(std::vector<Tensor> params, std::vector<bool> decay, const SgdOptions& options);
 

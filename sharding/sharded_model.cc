@@ -52,6 +52,7 @@ struct ShardedModel::Unit : UnitPlan {
   size_t full_bytes = 0;
   bool stays_gathered = false;            // StagePolicy::stays_gathered
   bool checkpointed = false;              // ShardingConfig::checkpoint_every
+  bool offloaded = false;                 // its shard lives off the device (offload_params)
   size_t index = 0;                       // in units_ (what the unit order check compares)
   SteadyClock::time_point compute_since;  // tracing: when its forward or backward began
 };
@@ -69,13 +70,15 @@ const char* ddp_sync_name(DdpSync sync) {
 }
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
-                           const ShardingConfig& config, Allocator* optimizer_host)
+                           const ShardingConfig& config, Allocator* optimizer_host,
+                           TensorPager* param_pager)
     : root_(root),
       comm_(comm),
       shard_comm_(&comm),
       gather_comm_(&comm),
       allocator_(allocator),
       host_(optimizer_host),
+      param_pager_(param_pager),
       config_(config),
       policy_(StagePolicy::make(config.stage, config.hybrid_group > 0,
                                 config.hybrid_group > 0 ? config.hybrid_group : comm.size())) {
@@ -99,6 +102,25 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   ZS_CHECK(host_ == nullptr || host_->host_visible(),
            "sharding: the optimizer offload allocator must give host-visible memory (the "
            "optimizer's CPU loops update it)");
+  if (config.offload_params != ParamOffload::kNone) {
+    const char* where = param_offload_name(config.offload_params);
+    ZS_CHECK(policy_.requested_stage == 3, "sharding: parameter offload (", where,
+             ") moves the parameter shards of ZeRO stage 3, but the stage is ",
+             policy_.requested_stage,
+             " (full parameters stay on every rank); use --zero-stage 3, or drop --offload-param");
+    ZS_CHECK(policy_.stage == 3, "sharding: parameter offload (", where,
+             ") needs the parameters sharded, but one rank per shard group shards nothing (stage 3 "
+             "runs as stage 0 there, full parameters on the device); run 2 or more ranks per "
+             "shard group, or drop --offload-param");
+    ZS_CHECK(host_ != nullptr, "sharding: parameter offload (", where,
+             ") needs optimizer offload too (the shards are cast from the masters, which must "
+             "live on the host); add --offload-optimizer host (or nvme)");
+    ZS_CHECK((config.offload_params == ParamOffload::kNvme) == (param_pager != nullptr),
+             "sharding: parameter offload to nvme needs a parameter pager, and only it takes one");
+  } else {
+    ZS_CHECK(param_pager == nullptr,
+             "sharding: a parameter pager was given without parameter offload to nvme");
+  }
   ZS_CHECK(config.alignment >= 1, "sharding: alignment must be >= 1 element, got ",
            config.alignment);
   ZS_CHECK(config.checkpoint_every >= 0,
@@ -189,6 +211,23 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   }
 
   mark_checkpointed_units();
+
+  // Parameter offload: the units released after use move their shard off the device; with kNvme
+  // the pager reserves each one's bytes now (fp32 elements holding param_dtype bytes: a shard is
+  // a multiple of the alignment, so of 2 elements), before the loop below first writes them.
+  if (config.offload_params != ParamOffload::kNone) {
+    std::vector<int64_t> pages;
+    for (auto& unit_ptr : units_) {
+      Unit& u = *unit_ptr;
+      const size_t full_bytes =
+          static_cast<size_t>(padded_numel(u.numel, world, config.alignment)) * param_size;
+      u.offloaded = !policy_.stays_gathered(full_bytes, config.keep_gathered_below_bytes);
+      const int64_t shard_bytes =
+          shard_numel(u.numel, world, config.alignment) * static_cast<int64_t>(param_size);
+      pages.push_back(u.offloaded ? (shard_bytes + 3) / 4 : 0);
+    }
+    if (param_pager_) param_pager_->attach(pages, 1);
+  }
 
   std::set<uint32_t> streams;
   for (auto& unit_ptr : units_) {
@@ -297,7 +336,8 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     if (host_) {
       u.host_grad = Tensor::zeros({u.grad.numel()}, DType::kF32, *host_, MemoryCategory::kGradients,
                                   "unit " + u.name + " grads (host)");
-      const int64_t staged = fp32_params ? 0 : u.master.numel();
+      // Only the units whose compute copy is uploaded from the host stage their cast there.
+      const int64_t staged = fp32_params || u.offloaded ? 0 : u.master.numel();
       if (staged > (host_staging_.defined() ? host_staging_.numel() : 0)) {
         host_staging_ = Tensor();  // the larger one replaces it
         host_staging_ = Tensor::empty({staged}, param_dtype, *host_, MemoryCategory::kParameters,
@@ -313,7 +353,16 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     // full parameters once now, in place, the others (stage 3) just in time. In fp32 the master
     // is that copy, unless it lives on the host (offload).
     const bool master_computes = fp32_params && !host_;
-    if (shard_in_full) {
+    if (u.offloaded) {
+      // Parameter offload: the shard in the host tier (in fp32 the host master itself); with
+      // kNvme none here, the pager holds it.
+      if (config.offload_params == ParamOffload::kHost) {
+        u.compute_shard =
+            fp32_params ? u.master
+                        : Tensor::empty({u.shard}, param_dtype, *host_, MemoryCategory::kParameters,
+                                        "unit " + u.name + " shard (host)");
+      }
+    } else if (shard_in_full) {
       u.compute_shard = master_computes ? u.master : shard_comm_->rank_slice(u.full);
     } else if (policy_.masters_sharded) {
       u.compute_shard =
@@ -451,22 +500,30 @@ void ShardedModel::prefetch_ahead(const Schedule& schedule) {
   size_t ahead = 0;
   for (const auto& u : units_) ahead += u->gathering ? u->full_bytes : 0;
   const std::vector<Unit*>& order = schedule.recorded;
-  if (config_.prefetch_bytes == 0) {  // one unit ahead
+  size_t reached = schedule.position;  // the first unit of the order this call did not gather
+  if (config_.prefetch_bytes == 0) {   // one unit ahead
     if (schedule.position < order.size()) {
       Unit& next = *order[schedule.position];
       if (next.full_storage->is_released() && fits_live(next)) {
         start_gather(next);
         ahead += next.full_bytes;
       }
+      reached = schedule.position + 1;
     }
   } else {
-    for (size_t at = schedule.position; at < order.size(); ++at) {
-      Unit& next = *order[at];
+    for (; reached < order.size(); ++reached) {
+      Unit& next = *order[reached];
       if (!next.full_storage->is_released()) continue;  // gathered already: costs nothing more
       if (ahead + next.full_bytes > config_.prefetch_bytes || !fits_live(next)) break;
       start_gather(next);
       ahead += next.full_bytes;
     }
+  }
+  // Parameter offload to NVMe: the disk reads the unit after those meanwhile (into a free
+  // buffer; never waiting for a write-out here).
+  if (param_pager_ && reached < order.size()) {
+    const Unit& after = *order[reached];
+    if (after.offloaded) param_pager_->prefetch(after.index, /*may_wait=*/false);
   }
   peak_prefetched_bytes_ = std::max(peak_prefetched_bytes_, ahead);
 }
@@ -582,9 +639,48 @@ void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+  Tensor source = u.compute_shard;
+  if (u.offloaded) {
+    // The shard comes in from the host or the disk into its own slot, and the gather is in place.
+    TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
+    load_offloaded_shard(u);
+    source = gather_comm_->rank_slice(u.full);
+  }
   const SteadyClock::time_point issued_at = collective_spans_.start();
-  u.gathering = gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name});
+  u.gathering = gather_comm_->all_gather(source, u.full, {{}, u.name});
   collective_spans_.issued(u.gathering, TraceLane::kGather, "all_gather", u.name, issued_at);
+}
+
+namespace {
+
+// A pager's fp32 page as `numel` elements of `dtype` (its bytes, from the page's start).
+Tensor page_as(const Tensor& page, int64_t numel, DType dtype, const std::string& label) {
+  return Tensor::from_storage(page.storage(), page.offset_bytes(), {numel}, dtype, label);
+}
+
+}  // namespace
+
+void ShardedModel::load_offloaded_shard(Unit& u) {
+  const Tensor slot = gather_comm_->rank_slice(u.full);
+  if (!param_pager_) {
+    slot.copy_from_host(u.compute_shard.raw_data());
+    return;
+  }
+  const std::vector<Tensor> pages = param_pager_->acquire(u.index);
+  slot.copy_from_host(pages.front().raw_data());
+  param_pager_->release(u.index, /*dirty=*/false);
+}
+
+void ShardedModel::store_offloaded_shard(Unit& u) {
+  if (!param_pager_) {
+    // In fp32 the host shard is the master the optimizer just updated.
+    if (u.compute_shard.storage() != u.master.storage()) ops::copy_(u.compute_shard, u.master);
+    return;
+  }
+  const std::vector<Tensor> pages = param_pager_->acquire_for_overwrite(u.index);
+  ops::copy_(page_as(pages.front(), u.shard, config_.param_dtype, "unit " + u.name + " shard"),
+             u.master);
+  param_pager_->release(u.index, /*dirty=*/true);
 }
 
 void ShardedModel::gather(Unit& u) {
@@ -843,6 +939,11 @@ void ShardedModel::upload_compute_copy(Unit& u) {
 }
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
+  if (u.offloaded) {
+    TraceScope storing(collective_spans_.trace(), TraceLane::kIo, "store offloaded shard");
+    store_offloaded_shard(u);
+    return;
+  }
   if (host_) {
     upload_compute_copy(u);
     return;
@@ -925,11 +1026,29 @@ void ShardedModel::refresh_full_parameters() {
       u->gathering->wait_on(compute_stream());
       u->gathering = nullptr;
     }
+    if (u->offloaded) continue;  // below
     refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
       const SteadyClock::time_point issued_at = collective_spans_.start();
       works.push_back(gather_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
       collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u->name, issued_at);
+    }
+  }
+  // Parameter offload: the offloaded shards, last unit first, so that with kNvme the pager's
+  // buffers end up holding the first units, which the next forward reads first.
+  for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
+    Unit& u = **it;
+    if (!u.offloaded) continue;
+    refresh_compute_copy(u);
+    if (policy_.gather_after_step && !u.full_storage->is_released()) {  // still gathered
+      {
+        TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
+        load_offloaded_shard(u);
+      }
+      const Tensor slot = gather_comm_->rank_slice(u.full);
+      const SteadyClock::time_point issued_at = collective_spans_.start();
+      works.push_back(gather_comm_->all_gather(slot, u.full, {{}, u.name}));
+      collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u.name, issued_at);
     }
   }
   // The next forward's kernels wait for the gathers on the device; the host waits here (once

@@ -197,6 +197,24 @@
 // values: the bits equal the run without offload. Requested stage 0 is refused (DeepSpeed's
 // ZeRO-Offload is for the ZeRO stages 1–3); a shard group of one rank runs it as stage 0.
 //
+// Parameter offload (ZeRO-Infinity's offload_param; ShardingConfig::offload_params, stage 3 with
+// optimizer offload). The rank's shard of each unit released after use — the compute copy the
+// all-gathers read — leaves the device: with kHost it is a host-tier buffer (parameters of the
+// host tier; in fp32 the host master itself, so it costs no host memory at all), with kNvme a
+// view of the parameter pager (runtime/tensor_pager.h; the host holds only the pager's
+// buffers). Its gather copies the shard into its own slot of the unit's full buffer (the
+// buffer being gathered into: no device memory beyond it) and all-gathers in place. The copy
+// is the runtime's host copy (memcpy on the CPU device, a synchronous transfer on a GPU), made
+// when the gather starts — prefetched or on demand — and with kNvme the pager's read of the
+// unit after the one being prefetched is started at the same time, along the recorded order,
+// so the disk works while the current unit computes. after_step() casts the updated masters
+// into the shards (kNvme: into a pager buffer written out asynchronously; the last units are
+// written first, so the first units of the next forward are the ones still in the buffers).
+// The same casts of the same masters: the bits equal the run without parameter offload. Units
+// kept gathered are not offloaded (their full parameters stay on the device anyway). Needs a
+// shard group of more than one rank (a group of one shards nothing: stage 3 runs as stage 0
+// there and keeps full parameters, so offloading shards is refused rather than ignored).
+//
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once
 
@@ -212,6 +230,7 @@
 #include "models/module.h"
 #include "runtime/allocator.h"
 #include "runtime/shard_view.h"
+#include "runtime/tensor_pager.h"
 #include "runtime/trace.h"
 #include "sharding/collective_spans.h"
 #include "sharding/stage_policy.h"
@@ -319,6 +338,9 @@ struct ShardingConfig {
   // are never checkpointed: their forward runs other units' boundaries, which a recompute would
   // repeat.
   int checkpoint_every = 0;
+  // Stage 3: where the parameter shards of the units released after use live (ParamOffload;
+  // kHost and kNvme need optimizer offload, kNvme a parameter pager).
+  ParamOffload offload_params = ParamOffload::kNone;
 };
 
 class StepOrder;
@@ -329,8 +351,11 @@ class ShardedModel {
   // allocator of the rank's host tier (offload/host_pool.h), host-visible, which must outlive
   // this object; null keeps the masters with the parameters. Offload needs a requested stage of
   // 1–3 (InvalidArgument otherwise).
+  // `param_pager`: ShardingConfig::offload_params == kNvme — where the shards live (the rank's
+  // NVMe tier, offload/nvme_pager.h); it must outlive this object; null otherwise.
   ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
-               const ShardingConfig& config, Allocator* optimizer_host = nullptr);
+               const ShardingConfig& config, Allocator* optimizer_host = nullptr,
+               TensorPager* param_pager = nullptr);
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -384,6 +409,7 @@ class ShardedModel {
   std::vector<UnitInfo> units() const;
   // The masters and the optimizer-side gradients live in the host tier (optimizer offload).
   bool offloads_optimizer() const { return host_ != nullptr; }
+  ParamOffload offloads_params() const { return config_.offload_params; }
   // The elements [begin, end) of unit `unit`'s flat buffer that world rank `world_rank` keeps as
   // its master (local_shards()[unit].master on that rank): stage 0 all of them, else the slice
   // of its rank in the shard group.
@@ -495,6 +521,11 @@ class ShardedModel {
   // Optimizer offload: the host master's values (cast to param_dtype through host_staging_)
   // copied into the device buffer the model computes from.
   void upload_compute_copy(Unit& unit);
+  // Parameter offload: the unit's shard as the next compute copy, cast from the master into the
+  // host tier's shard (kHost) or a pager buffer written out (kNvme).
+  void store_offloaded_shard(Unit& unit);
+  // Parameter offload: the unit's shard into its slot of the (materialized) full buffer.
+  void load_offloaded_shard(Unit& unit);
 
   models::Module& root_;
   comm::Communicator& comm_;
@@ -506,6 +537,7 @@ class ShardedModel {
   Allocator& allocator_;
   Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
   Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host
+  TensorPager* param_pager_;  // ParamOffload::kNvme: the shards' pages; null otherwise
   ShardingConfig config_;
   StagePolicy policy_;
   std::vector<std::unique_ptr<Unit>> units_;

@@ -1,9 +1,22 @@
-// StagePolicy::make: the table of sharding/stage_policy.h, one row per stage; GradSync's names.
+// StagePolicy::make: the table of sharding/stage_policy.h, one row per stage; GradSync's and
+// ParamOffload's names.
 #include "sharding/stage_policy.h"
 
 #include "runtime/error.h"
 
 namespace zs::sharding {
+
+const char* param_offload_name(ParamOffload offload) {
+  switch (offload) {
+    case ParamOffload::kNone:
+      return "none";
+    case ParamOffload::kHost:
+      return "host";
+    case ParamOffload::kNvme:
+      return "nvme";
+  }
+  return "unknown";
+}
 
 const char* grad_sync_name(GradSync sync) {
   switch (sync) {

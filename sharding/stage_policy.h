@@ -51,6 +51,12 @@ namespace zs::sharding {
 enum class GradSync { kPerMicroBatch, kPerStep };
 const char* grad_sync_name(GradSync sync);  // "per_micro_batch", "per_step"
 
+// Stage 3 parameter offload (ZeRO-Infinity's offload_param; "Parameter offload" in
+// sharding/sharded_model.h): where the rank's shard of each unit released after use lives
+// between its all-gathers — the device, the host tier, or the NVMe tier.
+enum class ParamOffload { kNone, kHost, kNvme };
+const char* param_offload_name(ParamOffload offload);  // "none", "host", "nvme"
+
 // The collective that reduces a unit's gradient within the shard group.
 enum class GradientCollective { kAllReduce, kReduceScatter };
 // When a unit's gradient reduction is launched.

@@ -316,8 +316,21 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          "state in host memory")
       ->type_name("WHERE")
       ->group(kReport);
+  app.add_option_function<std::string>(
+         "--offload-param",
+         [&c](const std::string& v) { c.offload_param = parse_offload_target(v); },
+         "none (default), host: stage 3's parameter shards live in host memory and are copied "
+         "in just before their all-gather, or nvme: on NVMe under --nvme-path, read ahead along "
+         "the recorded unit order (needs --zero-stage 3 and --offload-optimizer)")
+      ->type_name("WHERE")
+      ->group(kReport);
+  app.add_option("--nvme-param-buffer-count", c.param_buffer_count,
+                 "--offload-param nvme: host buffers of one unit's parameter shard each (default "
+                 "4; 2 or more overlap the next unit's read)")
+      ->group(kReport);
   app.add_option("--nvme-path", c.nvme_paths,
-                 "--offload-optimizer nvme: directory of the swap files, on a fast local disk "
+                 "--offload-optimizer/--offload-param nvme: directory of the swap files, on a "
+                 "fast local disk "
                  "(give several to stripe over several drives)")
       ->type_name("DIR")
       ->group(kReport);

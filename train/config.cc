@@ -105,36 +105,18 @@ class KeyReader {
   std::map<std::string, bool> taken_;
 };
 
-// zero_optimization.offload_param: parameter offload is a later increment of zeroshard.
-void read_offload_param(const json& value, KeyReader& parent, std::vector<std::string>* unknown) {
-  KeyReader r(value, parent.child("offload_param"), unknown);
-  r.take("device", [&](const json& v) {
-    const std::string device = lower(r.get<std::string>(v, "device"));
-    ZS_CHECK(device == "none", "deepspeed config: '", r.child("device"), "' = \"", device,
-             "\": parameter offload (to cpu or nvme) is not implemented in zeroshard yet; remove "
-             "the key or set it to \"none\" (optimizer offload to the host is: "
-             "offload_optimizer.device \"cpu\"), and see zs-mem for what would fit without it");
-  });
-  for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
-    r.take(k, [](const json&) {});
-  }
-}
-
-// zero_optimization.offload_optimizer: device cpu is zeroshard's host tier, nvme its NVMe tier
-// for the optimizer state (nvme_path, buffer_count); the keys that tune DeepSpeed's own swapper
-// are accepted with a note; ratio < 1 (Twin-Flow partial offload) is refused rather than ignored.
-void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& config,
-                            std::vector<std::string>* unknown, std::vector<std::string>* notes) {
-  KeyReader r(value, parent.child("offload_optimizer"), unknown);
+// The keys offload_param and offload_optimizer share: device (cpu = the host tier, nvme = the
+// NVMe tier; `what` says what it moves), pin_memory (noted), buffer_count and nvme_path.
+void read_offload_keys(KeyReader& r, const char* what, OffloadTarget& target, int& buffer_count,
+                       TrainConfig& config, std::vector<std::string>* notes) {
   r.take("device", [&](const json& v) {
     const std::string device = lower(r.get<std::string>(v, "device"));
     ZS_CHECK(device == "none" || device == "cpu" || device == "nvme", "deepspeed config: '",
-             r.child("device"), "' = \"", device,
-             "\": use \"cpu\" (the masters and optimizer "
-             "state in host memory), \"nvme\" (the optimizer state on NVMe) or \"none\"");
-    config.offload_optimizer = device == "cpu"    ? OffloadTarget::kHost
-                               : device == "nvme" ? OffloadTarget::kNvme
-                                                  : OffloadTarget::kNone;
+             r.child("device"), "' = \"", device, "\": use \"cpu\" (", what,
+             " in host memory), \"nvme\" (on NVMe) or \"none\"");
+    target = device == "cpu"    ? OffloadTarget::kHost
+             : device == "nvme" ? OffloadTarget::kNvme
+                                : OffloadTarget::kNone;
   });
   r.note("pin_memory",
          "zeroshard pins the host tier whenever the rank computes on a GPU (the CPU device has "
@@ -144,10 +126,35 @@ void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& c
     const int64_t count = r.integer(v, "buffer_count");
     ZS_CHECK(count >= 1 && count <= 64, "deepspeed config: '", r.child("buffer_count"),
              "' must be in [1, 64], got ", v.dump());
-    config.nvme_buffer_count = static_cast<int>(count);
+    buffer_count = static_cast<int>(count);
   });
   r.take("nvme_path",
          [&](const json& v) { config.nvme_paths = {r.get<std::string>(v, "nvme_path")}; });
+}
+
+// zero_optimization.offload_param: device cpu puts stage 3's parameter shards in the host tier,
+// nvme on the NVMe tier (nvme_path, buffer_count); the keys that size DeepSpeed's own buffers
+// are accepted with a note.
+void read_offload_param(const json& value, KeyReader& parent, TrainConfig& config,
+                        std::vector<std::string>* unknown, std::vector<std::string>* notes) {
+  KeyReader r(value, parent.child("offload_param"), unknown);
+  read_offload_keys(r, "the parameter shards", config.offload_param, config.param_buffer_count,
+                    config, notes);
+  r.note("buffer_size", "zeroshard sizes each parameter buffer for the largest unit's shard",
+         notes);
+  r.note("max_in_cpu", "zeroshard keeps no parameter cache in host memory beyond its buffers",
+         notes);
+}
+
+// zero_optimization.offload_optimizer: device cpu is zeroshard's host tier (the masters and the
+// optimizer state), nvme its NVMe tier for the optimizer state (nvme_path, buffer_count); the
+// keys that tune DeepSpeed's own swapper are accepted with a note; ratio < 1 (Twin-Flow partial
+// offload) is refused rather than ignored.
+void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& config,
+                            std::vector<std::string>* unknown, std::vector<std::string>* notes) {
+  KeyReader r(value, parent.child("offload_optimizer"), unknown);
+  read_offload_keys(r, "the masters and optimizer state", config.offload_optimizer,
+                    config.nvme_buffer_count, config, notes);
   for (const char* k : {"pipeline_read", "pipeline_write"}) {
     r.note(k, "zeroshard always overlaps the optimizer state's reads and writes with the update",
            notes);
@@ -236,7 +243,7 @@ void read_zero(const json& value, TrainConfig& config, std::vector<std::string>*
   });
   r.take("offload_optimizer",
          [&](const json& v) { read_offload_optimizer(v, r, config, unknown, notes); });
-  r.take("offload_param", [&](const json& v) { read_offload_param(v, r, unknown); });
+  r.take("offload_param", [&](const json& v) { read_offload_param(v, r, config, unknown, notes); });
   const std::string buckets =
       "zeroshard reduces and gathers whole sharded units (one collective per unit), so there is "
       "no separate bucket size; size units with the wrap policy instead";
@@ -606,7 +613,10 @@ OffloadTarget parse_offload_target(const std::string& text) {
   if (t == "none") return OffloadTarget::kNone;
   if (t == "host" || t == "cpu") return OffloadTarget::kHost;
   if (t == "nvme") return OffloadTarget::kNvme;
-  ZS_THROW(InvalidArgument, "--offload-optimizer must be none, host or nvme, got '", text, "'");
+  ZS_THROW(InvalidArgument,
+           "an offload target (--offload-optimizer, --offload-param) must be none, host (or cpu) "
+           "or nvme, got '",
+           text, "'");
 }
 
 const char* offload_target_name(OffloadTarget target) {
@@ -719,12 +729,29 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.offload_optimizer != OffloadTarget::kNvme || !c.nvme_paths.empty(),
            "--offload-optimizer nvme needs --nvme-path DIR: a directory on a fast local disk for "
            "the optimizer state's swap files (repeat it to stripe over several drives)");
-  ZS_CHECK(c.nvme_paths.empty() || c.offload_optimizer == OffloadTarget::kNvme,
-           "--nvme-path is the swap directory of --offload-optimizer nvme, which is not set (it "
-           "is ",
-           offload_target_name(c.offload_optimizer),
-           "); add --offload-optimizer nvme or "
-           "drop --nvme-path");
+  ZS_CHECK(c.nvme_paths.empty() || c.offload_optimizer == OffloadTarget::kNvme ||
+               c.offload_param == OffloadTarget::kNvme,
+           "--nvme-path is the swap directory of --offload-optimizer nvme or --offload-param nvme, "
+           "and neither is set (they are ",
+           offload_target_name(c.offload_optimizer), " and ", offload_target_name(c.offload_param),
+           "); add one of them or drop --nvme-path");
+  // ZeRO-Infinity's parameter offload moves stage 3's parameter shards; the shards are cast from
+  // the masters, which must be on the host for that.
+  ZS_CHECK(c.offload_param == OffloadTarget::kNone || c.stage == 3, "--offload-param ",
+           offload_target_name(c.offload_param),
+           " moves the parameter shards of ZeRO stage 3, but the stage is ", c.stage,
+           " (full parameters stay on every rank); use --zero-stage 3, or drop --offload-param");
+  ZS_CHECK(c.offload_param == OffloadTarget::kNone || c.offload_optimizer != OffloadTarget::kNone,
+           "--offload-param ", offload_target_name(c.offload_param),
+           " needs --offload-optimizer host (or nvme) too: the parameter shards are cast from the "
+           "fp32 masters, which then live on the host");
+  ZS_CHECK(c.offload_param != OffloadTarget::kNvme || !c.nvme_paths.empty(),
+           "--offload-param nvme needs --nvme-path DIR: a directory on a fast local disk for the "
+           "parameter shards' swap files (repeat it to stripe over several drives)");
+  ZS_CHECK(c.param_buffer_count >= 1 && c.param_buffer_count <= 64,
+           "--nvme-param-buffer-count must be in [1, 64] (host buffers of one unit's parameter "
+           "shard each; 2 or more overlap the next unit's read), got ",
+           c.param_buffer_count);
   ZS_CHECK(c.nvme_buffer_count >= 1 && c.nvme_buffer_count <= 64,
            "--nvme-buffer-count must be in [1, 64] (host buffers of one unit's optimizer state "
            "each; 3 or more overlap the disk with the update), got ",
@@ -771,6 +798,10 @@ std::string describe(const TrainConfig& c) {
   if (c.offload_optimizer != OffloadTarget::kNone) {
     out << ", optimizer offloaded to the host"
         << (c.offload_optimizer == OffloadTarget::kNvme ? " (its state on NVMe)" : "");
+  }
+  if (c.offload_param != OffloadTarget::kNone) {
+    out << ", parameter shards offloaded to "
+        << (c.offload_param == OffloadTarget::kNvme ? "NVMe" : "the host");
   }
   return out.str();
 }
@@ -844,6 +875,9 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.max_reductions_in_flight = c.max_reductions_in_flight;
   s.ddp_sync = c.ddp_sync;
   s.checkpoint_every = c.checkpoint_every;
+  s.offload_params = c.offload_param == OffloadTarget::kHost   ? sharding::ParamOffload::kHost
+                     : c.offload_param == OffloadTarget::kNvme ? sharding::ParamOffload::kNvme
+                                                               : sharding::ParamOffload::kNone;
   s.grad_sync = c.grad_sync;
 
   OptimizerSettings& o = plan.optimizer;
@@ -876,6 +910,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   plan.micro_batches_per_step = c.grad_accum;
   plan.offload_optimizer = c.offload_optimizer != OffloadTarget::kNone;
   plan.optimizer_state_on_nvme = c.offload_optimizer == OffloadTarget::kNvme;
+  plan.params_on_nvme = c.offload_param == OffloadTarget::kNvme;
   return plan;
 }
 
@@ -911,6 +946,8 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
               : plan.offload_optimizer     ? OffloadKind::kOptimizer
                                            : OffloadKind::kNone;
   m.nvme_buffer_count = c.nvme_buffer_count;
+  m.offload_params = s.offload_params;
+  m.param_buffer_count = c.param_buffer_count;
   return m;
 }
 

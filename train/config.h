@@ -56,7 +56,7 @@ struct InjectedFault {
 // Where optimizer offload puts the masters and the optimizer state (--offload-optimizer;
 // DeepSpeed's zero_optimization.offload_optimizer.device).
 // kNvme: the masters in the host tier as with kHost, the optimizer state (AdamW's m and v, SGD's
-// momentum) on the NVMe tier (offload/nvme_state_pager.h), with the host holding only
+// momentum) on the NVMe tier (offload/nvme_pager.h), with the host holding only
 // nvme_buffer_count buffers of it.
 enum class OffloadTarget { kNone, kHost, kNvme };
 // "none", "host" (also DeepSpeed's "cpu"), "nvme".
@@ -186,6 +186,12 @@ struct TrainConfig {
   std::vector<std::string> nvme_paths;
   int nvme_buffer_count = 4;
   bool nvme_direct = true;
+  // Parameter offload (ZeRO-Infinity's offload_param, stage 3 with optimizer offload): the
+  // parameter shards of the units released after use live in the host tier (kHost) or on the
+  // NVMe tier under nvme_paths (kNvme) with param_buffer_count host buffers of one unit's shard
+  // (DeepSpeed's offload_param.buffer_count; 2 let the read of the next unit overlap).
+  OffloadTarget offload_param = OffloadTarget::kNone;
+  int param_buffer_count = 4;
   std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
   // FILE: each rank's Chrome/Perfetto trace (runtime/trace.h); FILE.rank<r> before the
   // extension when the world has more than one rank. Empty: no tracing.
@@ -309,6 +315,8 @@ struct TrainPlan {
   bool offload_optimizer = false;
   // ... and the optimizer state is paged onto the NVMe tier.
   bool optimizer_state_on_nvme = false;
+  // Stage 3's parameter shards are paged onto the NVMe tier (sharding.offload_params kNvme).
+  bool params_on_nvme = false;
 };
 
 // The plan of rank `rank` of `world` ranks. A pure function of its arguments.

@@ -23,7 +23,7 @@
 #include "data/loader.h"
 #include "models/gpt.h"
 #include "offload/host_pool.h"
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 #include "ops/cpu/gemm.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
@@ -55,7 +55,7 @@ namespace {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settings,
                                                  std::vector<optim::ShardView>& views,
-                                                 optim::StatePager* pager) {
+                                                 TensorPager* pager) {
   if (settings.choice == OptimizerChoice::kSgd) {
     return std::make_unique<optim::Sgd>(views, settings.sgd, pager);
   }
@@ -187,6 +187,19 @@ class RankRun final : private StepRunner {
         first ? ", the first left out" : "", step_ms / n, communication_ms / n, exposed_ms / n);
   }
 
+  // The rank's swap files of one use of the NVMe tier (`what`: "optimizer-state", "parameters").
+  offload::NvmeStoreOptions nvme_store_options(const char* what) const {
+    offload::NvmeStoreOptions store;
+    store.paths = c_.nvme_paths;
+    char name[64];
+    // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
+    std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-%s", static_cast<int>(::getpid()),
+                  comm_.rank(), what);
+    store.name = name;
+    store.direct = c_.nvme_direct;
+    return store;
+  }
+
   void set_up(const models::GptConfig& model_config, int local_ranks) {
     ops::cpu::set_intra_op_threads(compute_threads(c_, local_ranks));
     tracker_.set_budget(c_.memory_budget);
@@ -207,9 +220,15 @@ class RankRun final : private StepRunner {
       host_tier_ = std::make_unique<offload::HostPool>(
           "rank " + std::to_string(comm_.rank()) + " host tier", host);
     }
-    sharded_ =
-        std::make_unique<sharding::ShardedModel>(task_->model(), comm_, compute_, plan_.sharding,
-                                                 host_tier_ ? &host_tier_->allocator() : nullptr);
+    if (plan_.params_on_nvme) {
+      param_pager_ = std::make_unique<offload::NvmePager>(
+          nvme_store_options("parameters"), host_tier_->allocator(), c_.param_buffer_count,
+          *c_.file_system, "parameter shards", MemoryCategory::kParameters);
+    }
+    sharded_ = std::make_unique<sharding::ShardedModel>(
+        task_->model(), comm_, compute_, plan_.sharding,
+        host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get());
+    if (param_pager_ && lead_) ZS_LOG_INFO("parameter shards on {}", param_pager_->describe());
     if (!c_.trace.empty()) {
       trace_ = std::make_unique<Trace>(comm_.rank());
       sharded_->set_trace(trace_.get());
@@ -234,16 +253,9 @@ class RankRun final : private StepRunner {
     }
     views_ = sharded_->local_shards();
     if (plan_.optimizer_state_on_nvme) {
-      offload::NvmeStoreOptions store;
-      store.paths = c_.nvme_paths;
-      char name[48];
-      // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
-      std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-optimizer-state",
-                    static_cast<int>(::getpid()), comm_.rank());
-      store.name = name;
-      store.direct = c_.nvme_direct;
-      state_pager_ = std::make_unique<offload::NvmeStatePager>(
-          store, host_tier_->allocator(), c_.nvme_buffer_count, *c_.file_system);
+      state_pager_ = std::make_unique<offload::NvmePager>(nvme_store_options("optimizer-state"),
+                                                          host_tier_->allocator(),
+                                                          c_.nvme_buffer_count, *c_.file_system);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {
@@ -273,10 +285,10 @@ class RankRun final : private StepRunner {
     if (trace_ && !(c_.checkpoint_dir.empty() && c_.resume.empty())) {
       checkpointer_ = std::make_unique<TracedCheckpointer>(std::move(checkpointer_), *trace_);
     }
-    rank_ = std::make_unique<RankContext>(
-        RankContext{c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_,
-                    *sharded_, plan_.sharding, seq_, *result_,
-                    host_tier_ ? &host_tier_->tracker() : nullptr, state_pager_.get()});
+    rank_ = std::make_unique<RankContext>(RankContext{
+        c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
+        plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
+        state_pager_.get(), param_pager_.get()});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.
@@ -332,7 +344,10 @@ class RankRun final : private StepRunner {
   std::unique_ptr<offload::HostPool> host_tier_;
   // --offload-optimizer nvme: the optimizer state's swap files and host buffers (in the host
   // tier above); the optimizer below uses it.
-  std::unique_ptr<offload::NvmeStatePager> state_pager_;
+  std::unique_ptr<offload::NvmePager> state_pager_;
+  // --offload-param nvme: stage 3's parameter shards' swap files and host buffers (host tier);
+  // the ShardedModel below uses it.
+  std::unique_ptr<offload::NvmePager> param_pager_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a

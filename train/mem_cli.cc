@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -39,6 +40,8 @@ struct MemArgs {
   std::string grad_sync = "per-micro-batch";
   std::string offload = "none";
   int nvme_buffer_count = 4;
+  std::string offload_param = "none";
+  int param_buffer_count = 4;
   std::string budget;
   bool no_prefetch = false;
   std::string max_live;
@@ -174,6 +177,32 @@ MemRun resolve(const MemArgs& a) {
   c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none, optimizer or optimizer-nvme",
                                       [](const std::string& s) { return parse_offload_kind(s); });
   c.nvme_buffer_count = a.nvme_buffer_count;
+  c.offload_params = parse_flag<sharding::ParamOffload>(
+      "--offload-param", a.offload_param, "none, host or nvme", [](const std::string& s) {
+        for (auto kind : {sharding::ParamOffload::kNone, sharding::ParamOffload::kHost,
+                          sharding::ParamOffload::kNvme}) {
+          if (s == sharding::param_offload_name(kind)) return kind;
+        }
+        throw InvalidArgument("not an offload target");
+      });
+  c.param_buffer_count = a.param_buffer_count;
+  if (c.offload_params != sharding::ParamOffload::kNone) {
+    if (a.stage != 3 || a.hybrid_group > 0) {
+      throw UsageError(
+          "--offload-param moves the parameter shards of stage 3 (not hybrid): add "
+          "--zero-stage 3");
+    }
+    if (c.offload == OffloadKind::kNone) {
+      throw UsageError(
+          "--offload-param needs an optimizer offload too (the shards are cast from the masters "
+          "on the host): add --offload optimizer or optimizer-nvme");
+    }
+    if (a.ranks < 2) {
+      throw UsageError(
+          "--offload-param needs --ranks 2 or more: one rank shards nothing (stage 3 runs as "
+          "stage 0, full parameters on the device)");
+    }
+  }
   c.alignment = a.alignment;
   if (!a.budget.empty()) {
     run.budget = size_flag("--budget", a.budget);
@@ -264,7 +293,8 @@ void print_stage_rows(const MemRun& run, std::ostream& out) {
   std::vector<std::string> header{"stage"};
   for (MemoryCategory category : kShown) header.emplace_back(category_name(category));
   header.insert(header.end(), {"peak total", "between steps", "ZeRO paper"});
-  const bool nvme = run.config.offload == OffloadKind::kOptimizerNvme;
+  const bool nvme = run.config.offload == OffloadKind::kOptimizerNvme ||
+                    run.config.offload_params == sharding::ParamOffload::kNvme;
   if (offload) header.emplace_back("host tier");
   if (nvme) header.emplace_back("NVMe");
   rows.push_back(header);
@@ -304,8 +334,16 @@ void print_one_stage(const MemRun& run, std::ostream& out) {
   if (offload) total.push_back(bytes(e.host.total()));
   rows.push_back(total);
   out << table(rows);
-  if (config.offload == OffloadKind::kOptimizerNvme) {
-    out << "NVMe tier per rank (optimizer state): " << bytes(e.nvme) << "\n";
+  if (config.offload == OffloadKind::kOptimizerNvme ||
+      config.offload_params == sharding::ParamOffload::kNvme) {
+    out << "NVMe tier per rank ("
+        << (config.offload == OffloadKind::kOptimizerNvme ? "optimizer state" : "")
+        << (config.offload == OffloadKind::kOptimizerNvme &&
+                    config.offload_params == sharding::ParamOffload::kNvme
+                ? ", "
+                : "")
+        << (config.offload_params == sharding::ParamOffload::kNvme ? "parameter shards" : "")
+        << "): " << bytes(e.nvme) << "\n";
   }
   out << "ZeRO paper, stage " << config.stage << ": " << paper_cell(e)
       << " (Ψ = " << with_commas(e.numel) << ", N = " << e.shard_ranks << ")\n";
@@ -370,6 +408,58 @@ void print_budget(const MemRun& run, std::ostream& out) {
     }
   }
   out << table(rows);
+
+  // The same question per offload mode, at the highest stage shown: how much larger a model the
+  // device budget holds when the optimizer (ZeRO-Offload) and the parameter shards
+  // (ZeRO-Infinity) leave it, and what the host tier and NVMe must then hold per rank.
+  struct Mode {
+    const char* name;
+    OffloadKind optimizer;
+    sharding::ParamOffload params;
+  };
+  const int stage = *std::max_element(run.stages.begin(), run.stages.end());
+  const bool shards_params = stage == 3 && run.config.hybrid_group == 0 && run.config.world > 1;
+  std::vector<Mode> modes = {
+      {"none", OffloadKind::kNone, sharding::ParamOffload::kNone},
+      {"--offload-optimizer host", OffloadKind::kOptimizer, sharding::ParamOffload::kNone},
+      {"--offload-optimizer nvme", OffloadKind::kOptimizerNvme, sharding::ParamOffload::kNone}};
+  if (shards_params) {
+    modes.push_back(
+        {"+ --offload-param host", OffloadKind::kOptimizer, sharding::ParamOffload::kHost});
+    modes.push_back(
+        {"+ --offload-param nvme", OffloadKind::kOptimizerNvme, sharding::ParamOffload::kNvme});
+  }
+  if (stage == 0) modes.resize(1);  // optimizer offload needs a ZeRO stage
+  out << "\nBy offload mode at stage " << stage << " (zs-train's flags; the host tier and NVMe "
+      << "per rank hold what leaves the device):\n";
+  std::vector<std::vector<std::string>> by_mode{
+      {"offload", "preset", "parameters", "x none", "device peak", "host tier", "NVMe"}};
+  int64_t baseline = 0;
+  const std::vector<std::string> presets = models::gpt_preset_names();
+  for (const Mode& mode : modes) {
+    MemoryModelConfig config = run.config;
+    config.stage = stage;
+    config.offload = mode.optimizer;
+    config.offload_params = mode.params;
+    const std::optional<PresetFit> fit = largest_fitting_preset(config, *run.budget);
+    if (!fit) {
+      by_mode.push_back({mode.name, "none fits", "-", "-", "-", "-", "-"});
+      continue;
+    }
+    if (baseline == 0) baseline = fit->parameters;
+    char ratio[32] = "-";
+    if (baseline > 0) {
+      std::snprintf(ratio, sizeof(ratio), "%.1fx",
+                    static_cast<double>(fit->parameters) / static_cast<double>(baseline));
+    }
+    by_mode.push_back({mode.name, fit->preset + (fit->preset == presets.back() ? " (largest)" : ""),
+                       with_commas(fit->parameters), ratio, bytes(fit->estimate.peak.total()),
+                       bytes(fit->estimate.host.total()), bytes(fit->estimate.nvme)});
+  }
+  out << table(by_mode);
+  if (!shards_params) {
+    out << "(parameter offload: stage 3 over 2 or more ranks per shard group, not hybrid)\n";
+  }
 }
 
 }  // namespace
@@ -421,6 +511,12 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   app.add_option("--nvme-buffer-count", a.nvme_buffer_count,
                  "with --offload optimizer-nvme: host buffers of one unit's state (default 4)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--offload-param", a.offload_param,
+                 "none (default), host or nvme: stage 3's parameter shards off the device "
+                 "(zs-train --offload-param; needs --zero-stage 3, --ranks >= 2 and --offload)");
+  app.add_option("--nvme-param-buffer-count", a.param_buffer_count,
+                 "with --offload-param nvme: host buffers of one unit's shard (default 4)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--budget", a.budget, "per-rank bytes, e.g. 16GiB: largest preset that fits");
   app.add_flag("--no-prefetch", a.no_prefetch, "stage 3: gather on demand only");
   app.add_option("--max-live-gathered", a.max_live, "stage 3: limit on gathered bytes");
@@ -463,7 +559,11 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
         << (c.gradient_accumulation && c.grad_sync == sharding::GradSync::kPerStep
                 ? " reduced once per step (stages 0/1)"
                 : "")
-        << ", offload " << offload_kind_name(c.offload) << "\n"
+        << ", offload " << offload_kind_name(c.offload)
+        << (c.offload_params != sharding::ParamOffload::kNone
+                ? std::string(", parameter shards on ") + param_offload_name(c.offload_params)
+                : std::string())
+        << "\n"
         << "Per-rank device bytes by category: model states, the stage-3 gathered window and "
            "gradient staging (activations depend on the batch: --micro-batch estimates them "
            "below; workspace is not included).\n\n";

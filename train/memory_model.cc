@@ -300,7 +300,7 @@ Transients reduction_transients(const std::vector<std::pair<int, bool>>& tape, c
 }
 
 // The NVMe tier's alignment: every region of its store and every host buffer of the pager
-// (offload/nvme_state_pager.h) is a multiple of it, and each buffer has one of slack.
+// (offload/nvme_pager.h) is a multiple of it, and each buffer has one of slack.
 constexpr uint64_t kNvmeAlignment = offload::NvmeStore::kAlignment;
 uint64_t round_up_nvme(uint64_t bytes) {
   return (bytes + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment;
@@ -365,6 +365,12 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   ZS_CHECK(config.max_reductions_in_flight >= 0,
            "memory model: max_reductions_in_flight must be >= 0 (0 = no limit), got ",
            config.max_reductions_in_flight);
+  const bool offload_params = config.offload_params != sharding::ParamOffload::kNone;
+  // The conditions ShardedModel enforces.
+  ZS_CHECK(!offload_params || (policy.stage == 3 && config.offload != OffloadKind::kNone &&
+                               config.param_buffer_count >= 1),
+           "memory model: parameter offload needs stage 3 over a shard group of more than one "
+           "rank, an optimizer offload and at least 1 host buffer");
   if (config.hybrid_group > 0) {
     ZS_CHECK(config.world % config.hybrid_group == 0, "memory model: the world size ", config.world,
              " is not a multiple of the hybrid group size ", config.hybrid_group);
@@ -388,6 +394,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
   std::vector<uint64_t> full_bytes;
   CategoryBytes& steady = estimate.steady;
   uint64_t kept_bytes = 0;
+  std::vector<bool> offloaded;  // per unit: its parameter shard lives off the device
   for (const MemoryUnit& unit : units) {
     ZS_CHECK(unit.numel >= 0, "memory model: unit '", unit.name, "' has ", unit.numel,
              " parameters");
@@ -405,6 +412,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     const bool kept = !policy.full_params_persist &&
                       policy.stays_gathered(full, config.keep_gathered_below_bytes);
     if (kept) kept_bytes += full;
+    offloaded.push_back(offload_params && !kept);
     const uint64_t master_numel = static_cast<uint64_t>(
         policy.master_numel(static_cast<int64_t>(padded), static_cast<int64_t>(shard)));
     switch (stage) {
@@ -434,7 +442,10 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
       case 3:
         // In fp32 the master shard is the parameter shard the all-gathers read; a unit kept
         // gathered holds its shard in its full buffer's slot instead.
-        steady[kParams] += kept ? full : (fp32_params ? 4 * shard : shard * sizes.p);
+        steady[kParams] += kept               ? full
+                           : offloaded.back() ? 0
+                           : fp32_params      ? 4 * shard
+                                              : shard * sizes.p;
         steady[kMaster] += fp32_params ? 0 : 4 * shard;
         steady[kGrads] += 4 * shard;
         break;
@@ -477,12 +488,27 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     // The host tier (ShardedModel's optimizer offload): per unit the fp32 master, its optimizer
     // state and the host copy of the fp32 gradient shard; in fp16/bf16 one staging buffer of the
     // largest master in param_dtype, where the updated masters are cast before they go back.
-    uint64_t largest_master = 0;
+    uint64_t largest_master = 0;  // of every unit: the NVMe state's buffers
+    uint64_t largest_staged = 0;  // of the units whose compute copy is uploaded from the host
+    uint64_t largest_page = 0;    // kNvme: the largest offloaded shard's bytes in the store
     for (size_t u = 0; u < units.size(); ++u) {
       const uint64_t master_numel = static_cast<uint64_t>(policy.master_numel(
           static_cast<int64_t>(sizes.padded[u]), static_cast<int64_t>(sizes.shard[u])));
       estimate.host[kMaster] += 4 * master_numel;
       estimate.host[kGrads] += 4 * master_numel;
+      if (offloaded[u]) {
+        // The pager keeps a shard's param_dtype bytes in whole fp32 elements.
+        const uint64_t shard_bytes = sizes.shard[u] * sizes.p;
+        const uint64_t page = round_up_nvme((shard_bytes + 3) / 4 * 4);
+        if (config.offload_params == sharding::ParamOffload::kHost) {
+          estimate.host[kParams] += fp32_params ? 0 : shard_bytes;
+        } else {
+          estimate.nvme += page;
+          largest_page = std::max(largest_page, page);
+        }
+      } else {
+        largest_staged = std::max(largest_staged, master_numel);
+      }
       largest_master = std::max(largest_master, master_numel);
       if (config.offload == OffloadKind::kOptimizer) {
         estimate.host[kOptim] += state_bytes * master_numel;
@@ -495,7 +521,11 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
           static_cast<uint64_t>(config.nvme_buffer_count) *
           (state_bytes / 4 * round_up_nvme(4 * largest_master) + kNvmeAlignment);
     }
-    if (!fp32_params) estimate.host[kParams] = largest_master * sizes.p;
+    if (!fp32_params) estimate.host[kParams] += largest_staged * sizes.p;
+    if (largest_page > 0) {
+      estimate.host[kParams] +=
+          static_cast<uint64_t>(config.param_buffer_count) * (largest_page + kNvmeAlignment);
+    }
     for (CategoryBytes* device :
          {&estimate.steady, &estimate.peak, &estimate.peak_low, &estimate.peak_high}) {
       offload_optimizer(*device);

@@ -61,7 +61,15 @@
 // zs-train --offload-optimizer nvme) the host tier's optimizer_state is the pager's buffers
 // instead — nvme_buffer_count × (each state tensor of the largest unit, rounded up to 4 KiB, and
 // 4 KiB of alignment slack) — and `nvme` holds the state, each unit's tensors rounded up to 4 KiB
-// (offload/nvme_state_pager.h).
+// (offload/nvme_pager.h).
+//
+// Parameter offload (offload_params, stage 3 with an optimizer offload): the units released
+// after use hold no parameter shard on the device (only while gathered). With kHost the host
+// tier holds each one's shard in param_dtype (S·p; none in fp32, where it is the host master);
+// with kNvme the NVMe tier holds it (S·p rounded up to 4 KiB per unit) and the host tier
+// param_buffer_count buffers of the largest such shard (rounded up to 4 KiB, plus 4 KiB of
+// slack), as parameters. The staging buffer is then the largest master of the units that are
+// not offloaded (those kept gathered).
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -136,6 +144,11 @@ struct MemoryModelConfig {
   OffloadKind offload = OffloadKind::kNone;
   // kOptimizerNvme: the host buffers of optimizer state (zs-train --nvme-buffer-count).
   int nvme_buffer_count = 4;
+  // Stage 3's parameter offload (ShardingConfig::offload_params; needs an optimizer offload and
+  // a shard group of more than one rank) and, with kNvme, its host buffers (zs-train
+  // --nvme-param-buffer-count).
+  sharding::ParamOffload offload_params = sharding::ParamOffload::kNone;
+  int param_buffer_count = 4;
 };
 
 // Bytes per memory category.

@@ -20,7 +20,7 @@
 #include "train/tasks.h"
 
 namespace zs::offload {
-class NvmeStatePager;
+class NvmePager;
 }  // namespace zs::offload
 
 namespace zs::train {
@@ -41,9 +41,11 @@ struct RankContext {
   TrainResult& result;  // filled on rank 0 (the lead)
   // --offload-optimizer host: the rank's host tier (offload/host_pool.h); null otherwise.
   MemoryTracker* host_tier;
-  // --offload-optimizer nvme: the optimizer state's pager (offload/nvme_state_pager.h); null
+  // --offload-optimizer nvme: the optimizer state's pager (offload/nvme_pager.h); null
   // otherwise.
-  const offload::NvmeStatePager* state_pager = nullptr;
+  const offload::NvmePager* state_pager = nullptr;
+  // --offload-param nvme: the parameter shards' pager; null otherwise.
+  const offload::NvmePager* param_pager = nullptr;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -125,23 +125,30 @@ void RunReport::on_end(int64_t /*steps*/) {
     result.host_peak_total_max = host.peak_total.max;
     result.memory_table += host_memory_table(host, c.host_memory_budget);
   }
-  if (const offload::NvmeStatePager* pager = rank_.state_pager) {
-    // The NVMe tier: the optimizer state's bytes in each rank's swap files; this rank's traffic.
-    const offload::NvmeStoreStats io = pager->store().stats();
-    result.nvme_bytes_read = io.bytes_read;
-    result.nvme_bytes_written = io.bytes_written;
-    result.nvme_wait_seconds = pager->wait_seconds();
+  if (rank_.state_pager || rank_.param_pager) {
+    // The NVMe tier: the bytes in each rank's swap files (the optimizer state's and the parameter
+    // shards'); this rank's traffic.
+    uint64_t reserved = 0;
+    std::string what;
+    for (const offload::NvmePager* pager : {rank_.state_pager, rank_.param_pager}) {
+      if (pager == nullptr) continue;
+      const offload::NvmeStoreStats io = pager->store().stats();
+      result.nvme_bytes_read += io.bytes_read;
+      result.nvme_bytes_written += io.bytes_written;
+      result.nvme_wait_seconds += pager->wait_seconds();
+      reserved += pager->store().reserved();
+      what += std::string(what.empty() ? "" : ", ") +
+              (pager == rank_.state_pager ? "optimizer state" : "parameter shards");
+    }
     uint64_t low = UINT64_MAX;
     uint64_t high = 0;
-    for (const std::vector<uint64_t>& r :
-         gather_u64(rank_.comm, rank_.compute, {pager->store().reserved()})) {
+    for (const std::vector<uint64_t>& r : gather_u64(rank_.comm, rank_.compute, {reserved})) {
       low = std::min(low, r.at(0));
       high = std::max(high, r.at(0));
     }
     result.nvme_bytes_max = high;
-    result.memory_table +=
-        "NVMe tier per rank (optimizer state, --nvme-path): " + format_bytes(low) +
-        (low == high ? "" : " to " + format_bytes(high)) + "\n";
+    result.memory_table += "NVMe tier per rank (" + what + ", --nvme-path): " + format_bytes(low) +
+                           (low == high ? "" : " to " + format_bytes(high)) + "\n";
   }
 
   // Traffic of the last step next to the formula.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -77,6 +79,70 @@ TEST(ZsMem, AllStagesByDefaultWithBudgetAndOffload) {
   config.offload = OffloadKind::kOptimizer;
   const MemoryEstimate e = estimate_memory(gpt_memory_units(models::gpt_preset("1.5B")), config);
   EXPECT_TRUE(contains(r.out, " " + format_bytes(e.peak.total()) + " |")) << r.out;
+}
+
+// --offload-param: stage 3's device holds no parameter shard between steps; the host tier and
+// NVMe columns are the model's (whose figures tests/train/param_offload_test.cc checks against
+// runs).
+TEST(ZsMem, ParameterOffloadMovesTheShardsOffTheDevice) {
+  const Result r = run({"--model", "gpt2-xl", "--ranks", "8", "--precision", "bf16", "--zero-stage",
+                        "3", "--offload", "optimizer-nvme", "--offload-param", "nvme",
+                        "--nvme-param-buffer-count", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  MemoryModelConfig config;
+  config.world = 8;
+  config.stage = 3;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  config.offload = OffloadKind::kOptimizerNvme;
+  config.offload_params = sharding::ParamOffload::kNvme;
+  config.param_buffer_count = 3;
+  const auto units = gpt_memory_units(models::gpt_preset("1.5B"));
+  const MemoryEstimate e = estimate_memory(units, config);
+  EXPECT_EQ(e.steady[MemoryCategory::kParameters], 0u);
+  EXPECT_TRUE(contains(r.out, "parameter shards on nvme")) << r.out;
+  EXPECT_TRUE(contains(
+      r.out, "NVMe tier per rank (optimizer state, parameter shards): " + format_bytes(e.nvme)))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, " " + format_bytes(e.steady.total()) + " |")) << r.out;
+  config.offload_params = sharding::ParamOffload::kNone;
+  const MemoryEstimate resident = estimate_memory(units, config);
+  EXPECT_LT(e.steady.total(), resident.steady.total());
+  EXPECT_LT(e.nvme - resident.nvme, resident.steady[MemoryCategory::kParameters] + 4096 * 50);
+}
+
+// --budget also answers per offload mode: the largest preset that fits the device budget when the
+// optimizer and the parameter shards leave it, with what the host tier and NVMe then hold.
+TEST(ZsMem, BudgetPerOffloadMode) {
+  const Result r = run({"--model", "gpt2", "--ranks", "2", "--precision", "bf16", "--budget",
+                        "4GiB", "--zero-stage", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "By offload mode at stage 3")) << r.out;
+  MemoryModelConfig config;
+  config.world = 2;
+  config.stage = 3;
+  config.param_dtype = config.reduce_dtype = DType::kBF16;
+  const std::optional<PresetFit> none = largest_fitting_preset(config, uint64_t{4} << 30);
+  config.offload = OffloadKind::kOptimizerNvme;
+  config.offload_params = sharding::ParamOffload::kNvme;
+  const std::optional<PresetFit> nvme = largest_fitting_preset(config, uint64_t{4} << 30);
+  ASSERT_TRUE(none && nvme);
+  EXPECT_GT(nvme->parameters, none->parameters);
+  char ratio[32];
+  std::snprintf(ratio, sizeof(ratio), "%.1fx",
+                static_cast<double>(nvme->parameters) / static_cast<double>(none->parameters));
+  const size_t row = r.out.find("+ --offload-param nvme");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row) + " ";
+  for (const std::string& cell :
+       {nvme->preset, std::string(ratio), format_bytes(nvme->estimate.peak.total()),
+        format_bytes(nvme->estimate.host.total()), format_bytes(nvme->estimate.nvme)}) {
+    EXPECT_TRUE(contains(line, " " + cell + " ")) << cell << " in\n" << line;
+  }
+  // One rank: no parameter offload rows, and a line that says why.
+  const Result one = run({"--model", "gpt2", "--budget", "4GiB"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_FALSE(contains(one.out, "--offload-param nvme")) << one.out;
+  EXPECT_TRUE(contains(one.out, "2 or more ranks per shard group")) << one.out;
 }
 
 TEST(ZsMem, BareParameterCountsAndHybrid) {
@@ -158,6 +224,10 @@ TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
       {{"--optimizer", "lion"}, "--optimizer 'lion'"},
       {{"--momentum", "0.9"}, "--momentum"},
       {{"--offload", "nvme"}, "--offload 'nvme'"},
+      {{"--offload-param", "disk"}, "--offload-param 'disk'"},
+      {{"--offload", "optimizer", "--offload-param", "host"}, "--zero-stage 3"},
+      {{"--zero-stage", "3", "--ranks", "2", "--offload-param", "host"}, "--offload optimizer"},
+      {{"--zero-stage", "3", "--offload", "optimizer", "--offload-param", "host"}, "--ranks 2"},
       {{"--budget", "16 gibibytes"}, "--budget '16 gibibytes'"},
       {{"--budget", "0"}, "--budget"},
       {{"--grad-accum", "0"}, "--grad-accum"},

@@ -222,12 +222,28 @@ TEST(OptimizerOffloadConfig, FlagsAndDeepSpeedKeys) {
                        "ds.json", d, nullptr);
   EXPECT_EQ(d.offload_optimizer, OffloadTarget::kNone);
   for (const char* refused :
-       {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.5}}})",
-        R"({"zero_optimization": {"offload_param": {"device": "cpu"}}})"}) {
+       {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.5}}})"}) {
     const std::string message = error_message<InvalidArgument>(
         [&] { apply_deepspeed_json(refused, "ds.json", d, nullptr); });
     EXPECT_NE(message.find("not implemented"), std::string::npos) << refused << "\n" << message;
   }
+  // Parameter offload (stage 3): cpu is the host tier, nvme the NVMe tier; other devices name
+  // the key.
+  apply_deepspeed_json(R"({"zero_optimization": {"offload_param": {"device": "cpu"}}})", "ds.json",
+                       d, nullptr);
+  EXPECT_EQ(d.offload_param, OffloadTarget::kHost);
+  apply_deepspeed_json(
+      R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x",
+                                                   "buffer_count": 6, "buffer_size": 1e8}}})",
+      "ds.json", d, nullptr);
+  EXPECT_EQ(d.offload_param, OffloadTarget::kNvme);
+  EXPECT_EQ(d.param_buffer_count, 6);
+  EXPECT_EQ(d.nvme_paths, std::vector<std::string>{"/x"});
+  const std::string gpu = error_message<InvalidArgument>([&] {
+    apply_deepspeed_json(R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})",
+                         "ds.json", d, nullptr);
+  });
+  EXPECT_NE(gpu.find("zero_optimization.offload_param.device"), std::string::npos) << gpu;
 
   // Stage 0 has no sharded optimizer to move.
   TrainConfig ddp;

@@ -1,21 +1,24 @@
-// NvmeStatePager: optimizer state on the rank's NVMe tier (optim/state_pager.h over
-// offload/nvme_store.h) — ZeRO-Infinity's optimizer swapping, with the rank's host memory bounded
-// by a fixed number of buffers whatever the model's size.
+// NvmePager: paged tensors on the rank's NVMe tier (runtime/tensor_pager.h over
+// offload/nvme_store.h) — ZeRO-Infinity's optimizer state swapping (AdamW's m and v per unit)
+// and parameter swapping (stage 3's parameter shards), with the rank's host memory bounded by a
+// fixed number of buffers whatever the model's size. Each use has a pager (and a store) of its own.
 //
-// Layout. attach() makes the store (its files sized for exactly this optimizer: so a missing
-// directory, a filesystem without O_DIRECT or a full disk is an error when the optimizer is
-// built, before training starts) and reserves, per view and state tensor, a region of the view's
-// fp32 bytes (rounded up to the store's 4 KiB alignment). A view's state reads as zeros until it
-// is first written out (no bytes are read or written for it before), as the resident optimizer's
-// zero-filled state.
+// Layout. attach() makes the store (its files sized for exactly its user's tensors: so a missing
+// directory, a filesystem without O_DIRECT or a full disk is an error when the optimizer or the
+// sharded model is built, before training starts) and reserves, per view and state tensor, a region
+// of the view's fp32 bytes (rounded up to the store's 4 KiB alignment). A view's state reads as
+// zeros until it is first written out (no bytes are read or written for it before), as the resident
+// optimizer's zero-filled state.
 //
 // Buffers. `buffers` host buffers, each holding one view's state tensors (sized for the largest
 // view), allocated once from the given allocator — the rank's host tier (offload/host_pool.h:
-// budgeted, charged as optimizer_state, pinned on a CUDA rank) — and 4 KiB aligned for O_DIRECT.
+// budgeted, charged as `category`, pinned on a CUDA rank) — and 4 KiB aligned for O_DIRECT.
 // A buffer is free, reading (prefetched), acquired, or idle (released; its write-out may still
 // run). prefetch() takes a free buffer or evicts the idle one released longest ago (waiting for
 // its write-out first) and never one that is reading or acquired: with too few buffers a
 // prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
+// acquire_for_overwrite() takes a buffer the same way and reads nothing; its dirty release makes
+// a lost view whole again.
 // A prefetch that may not wait also leaves an idle buffer whose write-out still runs. Three buffers
 // give the optimizer's pipeline its full overlap (read i+1, update i, write i-1); one works,
 // serially (no prefetch).
@@ -25,7 +28,7 @@
 // IoError that says so; acquiring more views than there are buffers is an InvalidArgument.
 //
 // Ownership: the pager owns its store; the allocator and the file system must outlive it.
-// Thread-safety: one thread (the optimizer's).
+// Thread-safety: one thread (its user's).
 #pragma once
 
 #include <cstddef>
@@ -35,22 +38,27 @@
 #include <vector>
 
 #include "offload/nvme_store.h"
-#include "optim/state_pager.h"
 #include "runtime/allocator.h"
+#include "runtime/memory_tracker.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_pager.h"
 
 namespace zs::offload {
 
-class NvmeStatePager final : public optim::StatePager {
+class NvmePager final : public TensorPager {
  public:
-  // `store`: the store's options but its capacity (attach() sizes it).
-  NvmeStatePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
-                 const FileSystem& file_system = posix_file_system());
-  ~NvmeStatePager() override;
+  // `store`: the store's options but its capacity (attach() sizes it). `what` names the tensors
+  // in errors and the buffers' labels; `category` charges the buffers in the host tier.
+  NvmePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
+            const FileSystem& file_system = posix_file_system(),
+            std::string what = "optimizer state",
+            MemoryCategory category = MemoryCategory::kOptimizerState);
+  ~NvmePager() override;
 
   void attach(const std::vector<int64_t>& view_numel, size_t states_per_view) override;
   void prefetch(size_t view, bool may_wait) override;
   std::vector<Tensor> acquire(size_t view) override;
+  std::vector<Tensor> acquire_for_overwrite(size_t view) override;
   void release(size_t view, bool dirty) override;
   void flush() override;
   std::string describe() const override;
@@ -82,7 +90,10 @@ class NvmeStatePager final : public optim::StatePager {
   bool writes_done(const Buffer& buffer) const;
   // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
   void wait_writes(Buffer& buffer);
-  void start_read(int buffer, size_t view);
+  // Puts `view` into the buffer: reads it in (zeros if never written), or with `read` false
+  // nothing (acquire_for_overwrite).
+  void start_read(int buffer, size_t view, bool read);
+  std::vector<Tensor> acquire(size_t view, bool read);
   void wait_all(std::vector<NvmeStore::Io>& ios);
   void check_view(size_t view) const;
   char* data(Buffer& buffer) const;
@@ -101,6 +112,8 @@ class NvmeStatePager final : public optim::StatePager {
   uint64_t stride_ = 0;                         // bytes per state tensor in a buffer
   uint64_t releases_ = 0;
   double wait_seconds_ = 0.0;
+  std::string what_;
+  MemoryCategory category_;
 };
 
 }  // namespace zs::offload

@@ -1,11 +1,11 @@
-// NvmeStatePager (offload/nvme_state_pager.h) under the optimizers: AdamW and SGD with momentum
+// NvmePager (offload/nvme_pager.h) under the optimizers: AdamW and SGD with momentum
 // over views of different sizes give bit for bit the masters and state of the same optimizer with
 // resident state, with 1, 2 and 3 host buffers; the host memory is the buffers alone, charged as
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
 // reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
 // IoError naming the swap file, and the unit whose state was lost so is an error from then on;
 // misuse is refused by name.
-#include "offload/nvme_state_pager.h"
+#include "offload/nvme_pager.h"
 
 #include <gtest/gtest.h>
 
@@ -81,7 +81,7 @@ void expect_same_bits(const std::string& dir, int buffers, int steps, Make make)
   HostPool paged_pool("paged", {});
   Model resident(resident_pool.allocator(), 3);
   Model paged(paged_pool.allocator(), 3);
-  NvmeStatePager pager(store_options(dir), paged_pool.allocator(), buffers);
+  NvmePager pager(store_options(dir), paged_pool.allocator(), buffers);
   std::unique_ptr<optim::Optimizer> a = make(resident.views, nullptr);
   std::unique_ptr<optim::Optimizer> b = make(paged.views, &pager);
   EXPECT_TRUE(b->paged());
@@ -115,12 +115,12 @@ void expect_same_bits(const std::string& dir, int buffers, int steps, Make make)
   EXPECT_EQ(pager.store().reserved(), capacity);
 }
 
-TEST(NvmeStatePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers) {
+TEST(NvmePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers) {
   ScratchDir scratch;
   for (int buffers : {1, 2, 3}) {
     SCOPED_TRACE("buffers " + std::to_string(buffers));
     expect_same_bits(scratch.path(""), buffers, 4,
-                     [](std::vector<ShardView> views, optim::StatePager* pager) {
+                     [](std::vector<ShardView> views, TensorPager* pager) {
                        optim::AdamWOptions options;
                        options.weight_decay = 0.1f;
                        return std::unique_ptr<optim::Optimizer>(
@@ -129,22 +129,21 @@ TEST(NvmeStatePager, AdamWIsBitwiseTheResidentOptimizerWithOneTwoAndThreeBuffers
   }
 }
 
-TEST(NvmeStatePager, SgdWithMomentumIsBitwiseTheResidentOptimizer) {
+TEST(NvmePager, SgdWithMomentumIsBitwiseTheResidentOptimizer) {
   ScratchDir scratch;
-  expect_same_bits(
-      scratch.path(""), 2, 3, [](std::vector<ShardView> views, optim::StatePager* pager) {
-        optim::SgdOptions options;
-        options.momentum = 0.9f;
-        options.nesterov = true;
-        return std::unique_ptr<optim::Optimizer>(new optim::Sgd(std::move(views), options, pager));
-      });
+  expect_same_bits(scratch.path(""), 2, 3, [](std::vector<ShardView> views, TensorPager* pager) {
+    optim::SgdOptions options;
+    options.momentum = 0.9f;
+    options.nesterov = true;
+    return std::unique_ptr<optim::Optimizer>(new optim::Sgd(std::move(views), options, pager));
+  });
 }
 
-TEST(NvmeStatePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
+TEST(NvmePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
   ScratchDir scratch;
   HostPool pool("rank 0 host", {});
   Model model(pool.allocator(), 5);
-  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 2);
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 2);
   optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
   EXPECT_THROW((void)adam.state(0), InvalidArgument);
   EXPECT_THROW((void)adam.state_dict(), InvalidArgument);
@@ -167,12 +166,12 @@ TEST(NvmeStatePager, StateWrittenThroughAccessIsWhatTheNextStepReads) {
   EXPECT_THROW(pager.release(2, false), InvalidArgument);
 }
 
-TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
+TEST(NvmePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
   ScratchDir scratch;
   FaultFileSystem faults;
   HostPool pool("rank 0 host", {});
   Model model(pool.allocator(), 7);
-  NvmeStatePager pager(store_options(scratch.path("")), pool.allocator(), 3, faults);
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 3, faults);
   optim::AdamW adam(model.views, optim::AdamWOptions{}, &pager);
   model.set_grads(1);
   adam.step(1e-3f);
@@ -205,6 +204,58 @@ TEST(NvmeStatePager, AFailedWriteOutFailsTheStepNamingTheSwapFile) {
     }
   }
   EXPECT_TRUE(lost);
+}
+
+// acquire_for_overwrite reads nothing in (the store's read counter stays), its dirty release is
+// what the next acquire reads, and it makes a view whose write-out failed whole again; the
+// buffers are charged to the category given (here parameters, as stage 3's shards).
+TEST(NvmePager, OverwriteReadsNothingAndMakesALostViewWhole) {
+  ScratchDir scratch;
+  FaultFileSystem faults;
+  HostPool pool("rank 0 host", {});
+  NvmePager pager(store_options(scratch.path("")), pool.allocator(), 1, faults, "parameter shards",
+                  MemoryCategory::kParameters);
+  pager.attach({2048, 0, 1024}, 1);
+  EXPECT_GT(pool.tracker().current(MemoryCategory::kParameters), 4u * 2048);
+  EXPECT_EQ(pool.tracker().current(MemoryCategory::kOptimizerState), 0u);
+  auto write_view = [&](size_t view, float value) {
+    std::vector<Tensor> pages = pager.acquire_for_overwrite(view);
+    ASSERT_EQ(pages.size(), 1u);
+    pages[0].copy_from(std::vector<float>(static_cast<size_t>(pages[0].numel()), value));
+    pager.release(view, true);
+  };
+  write_view(0, 1.5f);
+  write_view(2, 2.5f);  // evicts view 0 (one buffer): its write-out lands first
+  pager.flush();
+  const uint64_t read_before = pager.store().stats().bytes_read;
+  write_view(0, 3.5f);
+  EXPECT_EQ(pager.store().stats().bytes_read, read_before);
+  pager.flush();
+  std::vector<Tensor> pages = pager.acquire(2);
+  EXPECT_EQ(pages[0].to_vector().front(), 2.5f);
+  EXPECT_GT(pager.store().stats().bytes_read, read_before);
+  pager.release(2, false);
+  // A failed write-out loses view 0; overwriting it makes it readable again.
+  faults.add_rule(parse_fault_rule("write:rank-00000-optimizer.swap:eio"));
+  write_view(0, 4.5f);
+  EXPECT_THROW(pager.flush(), IoError);
+  faults.clear_rules();
+  (void)pager.acquire(2);  // evicts view 0's buffer
+  pager.release(2, false);
+  try {
+    (void)pager.acquire(0);
+    ADD_FAILURE() << "a view whose write-out failed was read";
+  } catch (const IoError& e) {
+    EXPECT_CONTAINS(e.what(), "parameter shards on NVMe");
+    EXPECT_CONTAINS(e.what(), "could not be written out earlier");
+  }
+  write_view(0, 5.5f);
+  pager.flush();
+  (void)pager.acquire(2);
+  pager.release(2, false);
+  pages = pager.acquire(0);
+  EXPECT_EQ(pages[0].to_vector().back(), 5.5f);
+  pager.release(0, false);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// NvmeStatePager (offload/nvme_state_pager.h): buffers, eviction and the store's reads and
-// writes for the optimizer's paged state.
-#include "offload/nvme_state_pager.h"
+// NvmePager (offload/nvme_pager.h): buffers, eviction and the store's reads and
+// writes for paged tensors (the optimizer's state, stage 3's parameter shards).
+#include "offload/nvme_pager.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,15 +21,20 @@ uint64_t round_up(uint64_t value, uint64_t multiple) {
 
 }  // namespace
 
-NvmeStatePager::NvmeStatePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
-                               const FileSystem& file_system)
-    : store_options_(store), file_system_(file_system), host_(host), buffer_count_(buffers) {
-  ZS_CHECK(buffers >= 1, "optimizer state on NVMe: buffer_count ", buffers,
+NvmePager::NvmePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
+                     const FileSystem& file_system, std::string what, MemoryCategory category)
+    : store_options_(store),
+      file_system_(file_system),
+      host_(host),
+      buffer_count_(buffers),
+      what_(std::move(what)),
+      category_(category) {
+  ZS_CHECK(buffers >= 1, what_, " on NVMe: buffer_count ", buffers,
            " must be at least 1 (3 overlap reads, updates and writes)");
-  ZS_CHECK(host.host_visible(), "optimizer state on NVMe: its buffers must be host memory");
+  ZS_CHECK(host.host_visible(), what_, " on NVMe: its buffers must be host memory");
 }
 
-NvmeStatePager::~NvmeStatePager() {
+NvmePager::~NvmePager() {
   // Buffers must not be freed under running I/O. What fails here is the last step's write-outs
   // (nothing reads them again: the swap files go with the store) or I/O of a run already ending
   // on an error: logged, not thrown.
@@ -39,15 +44,15 @@ NvmeStatePager::~NvmeStatePager() {
         try {
           store_->wait(io);
         } catch (const std::exception& e) {
-          ZS_LOG_WARN("optimizer state on NVMe, at shutdown: {}", e.what());
+          ZS_LOG_WARN("{} on NVMe, at shutdown: {}", what_, e.what());
         }
       }
     }
   }
 }
 
-void NvmeStatePager::attach(const std::vector<int64_t>& view_numel, size_t states_per_view) {
-  ZS_CHECK(numel_.empty() && buffers_.empty(), "optimizer state on NVMe: attached twice");
+void NvmePager::attach(const std::vector<int64_t>& view_numel, size_t states_per_view) {
+  ZS_CHECK(numel_.empty() && buffers_.empty(), what_, " on NVMe: attached twice");
   numel_ = view_numel;
   states_ = states_per_view;
   int64_t largest = 0;
@@ -74,15 +79,14 @@ void NvmeStatePager::attach(const std::vector<int64_t>& view_numel, size_t state
   for (int b = 0; b < buffer_count_; ++b) {
     Buffer& buffer = buffers_[static_cast<size_t>(b)];
     buffer.memory = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))}, DType::kF32, host_,
-                                  MemoryCategory::kOptimizerState,
-                                  "optimizer state buffer " + std::to_string(b));
+                                  category_, what_ + " buffer " + std::to_string(b));
     const auto address = reinterpret_cast<uintptr_t>(buffer.memory.raw_data());
     buffer.aligned_at =
         (NvmeStore::kAlignment - address % NvmeStore::kAlignment) % NvmeStore::kAlignment;
   }
 }
 
-uint64_t NvmeStatePager::buffer_bytes() const {
+uint64_t NvmePager::buffer_bytes() const {
   uint64_t bytes = 0;
   for (const Buffer& buffer : buffers_) {
     bytes += static_cast<uint64_t>(buffer.memory.numel()) * sizeof(float);
@@ -90,12 +94,12 @@ uint64_t NvmeStatePager::buffer_bytes() const {
   return bytes;
 }
 
-const NvmeStore& NvmeStatePager::store() const {
-  ZS_CHECK(store_ != nullptr, "optimizer state on NVMe: no store before attach()");
+const NvmeStore& NvmePager::store() const {
+  ZS_CHECK(store_ != nullptr, what_, " on NVMe: no store before attach()");
   return *store_;
 }
 
-std::string NvmeStatePager::describe() const {
+std::string NvmePager::describe() const {
   if (store_ == nullptr) return "NVMe (not attached)";
   std::ostringstream text;
   const std::vector<std::string> files = store_->file_paths();
@@ -107,23 +111,23 @@ std::string NvmeStatePager::describe() const {
   return text.str();
 }
 
-void NvmeStatePager::check_view(size_t view) const {
-  ZS_CHECK(view < numel_.size(), "optimizer state on NVMe: view ", view, " does not exist (",
-           numel_.size(), " views)");
+void NvmePager::check_view(size_t view) const {
+  ZS_CHECK(view < numel_.size(), what_, " on NVMe: view ", view, " does not exist (", numel_.size(),
+           " views)");
 }
 
-char* NvmeStatePager::data(Buffer& buffer) const {
+char* NvmePager::data(Buffer& buffer) const {
   return static_cast<char*>(buffer.memory.raw_data()) + buffer.aligned_at;
 }
 
-int NvmeStatePager::buffer_of(size_t view) const {
+int NvmePager::buffer_of(size_t view) const {
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state != State::kFree && buffers_[b].view == view) return static_cast<int>(b);
   }
   return -1;
 }
 
-void NvmeStatePager::wait_all(std::vector<NvmeStore::Io>& ios) {
+void NvmePager::wait_all(std::vector<NvmeStore::Io>& ios) {
   const auto start = std::chrono::steady_clock::now();
   std::exception_ptr error;
   for (NvmeStore::Io& io : ios) {
@@ -138,14 +142,14 @@ void NvmeStatePager::wait_all(std::vector<NvmeStore::Io>& ios) {
   if (error) std::rethrow_exception(error);
 }
 
-bool NvmeStatePager::writes_done(const Buffer& buffer) const {
+bool NvmePager::writes_done(const Buffer& buffer) const {
   for (const NvmeStore::Io& io : buffer.writes) {
     if (!store_->done(io)) return false;
   }
   return true;
 }
 
-void NvmeStatePager::wait_writes(Buffer& buffer) {
+void NvmePager::wait_writes(Buffer& buffer) {
   try {
     wait_all(buffer.writes);
   } catch (...) {
@@ -155,7 +159,7 @@ void NvmeStatePager::wait_writes(Buffer& buffer) {
   }
 }
 
-int NvmeStatePager::take_buffer(bool for_acquire, bool may_wait) {
+int NvmePager::take_buffer(bool for_acquire, bool may_wait) {
   int chosen = -1;
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state == State::kFree) return static_cast<int>(b);
@@ -182,11 +186,16 @@ int NvmeStatePager::take_buffer(bool for_acquire, bool may_wait) {
   return chosen;
 }
 
-void NvmeStatePager::start_read(int index, size_t view) {
-  ZS_CHECK_AS(IoError, !failed_[view], "optimizer state on NVMe: the state of unit ", view,
+void NvmePager::start_read(int index, size_t view, bool read) {
+  Buffer& buffer = buffers_[static_cast<size_t>(index)];
+  if (!read) {  // the acquirer writes every element: nothing to bring in
+    buffer.state = State::kReading;
+    buffer.view = view;
+    return;
+  }
+  ZS_CHECK_AS(IoError, !failed_[view], what_, " on NVMe: the tensors of view ", view,
               " could not be written out earlier (that error said why), so it is lost; restart "
               "the run from its last checkpoint");
-  Buffer& buffer = buffers_[static_cast<size_t>(index)];
   buffer.state = State::kReading;
   buffer.view = view;
   const uint64_t bytes =
@@ -201,26 +210,30 @@ void NvmeStatePager::start_read(int index, size_t view) {
   }
 }
 
-void NvmeStatePager::prefetch(size_t view, bool may_wait) {
+void NvmePager::prefetch(size_t view, bool may_wait) {
   check_view(view);
   if (buffers_.empty() || buffer_of(view) >= 0) return;
   const int index = take_buffer(false, may_wait);
-  if (index >= 0) start_read(index, view);
+  if (index >= 0) start_read(index, view, true);
 }
 
-std::vector<Tensor> NvmeStatePager::acquire(size_t view) {
+std::vector<Tensor> NvmePager::acquire(size_t view) { return acquire(view, true); }
+
+std::vector<Tensor> NvmePager::acquire_for_overwrite(size_t view) { return acquire(view, false); }
+
+std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
   check_view(view);
   std::vector<Tensor> tensors;
   if (buffers_.empty()) return tensors;
   int index = buffer_of(view);
   if (index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired) {
-    ZS_THROW(InvalidArgument, "optimizer state on NVMe: view ", view, " is acquired twice");
+    ZS_THROW(InvalidArgument, what_, " on NVMe: view ", view, " is acquired twice");
   }
   if (index < 0) {
     index = take_buffer(true, true);
-    ZS_CHECK(index >= 0, "optimizer state on NVMe: every one of the ", buffer_count_,
+    ZS_CHECK(index >= 0, what_, " on NVMe: every one of the ", buffer_count_,
              " host buffers holds a view in use; release one first, or raise buffer_count");
-    start_read(index, view);
+    start_read(index, view, read);
   }
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   try {
@@ -235,17 +248,17 @@ std::vector<Tensor> NvmeStatePager::acquire(size_t view) {
   buffer.state = State::kAcquired;
   for (size_t k = 0; k < states_; ++k) {
     tensors.push_back(Tensor::from_storage(buffer.memory.storage(), buffer.aligned_at + k * stride_,
-                                           {numel_[view]}, DType::kF32, "optimizer state (NVMe)"));
+                                           {numel_[view]}, DType::kF32, what_ + " (NVMe)"));
   }
   return tensors;
 }
 
-void NvmeStatePager::release(size_t view, bool dirty) {
+void NvmePager::release(size_t view, bool dirty) {
   check_view(view);
   if (buffers_.empty()) return;
   const int index = buffer_of(view);
-  ZS_CHECK(index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired,
-           "optimizer state on NVMe: view ", view, " is released without being acquired");
+  ZS_CHECK(index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired, what_,
+           " on NVMe: view ", view, " is released without being acquired");
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   buffer.state = State::kIdle;
   buffer.released_at = ++releases_;
@@ -256,9 +269,10 @@ void NvmeStatePager::release(size_t view, bool dirty) {
     buffer.writes.push_back(store_->write(offsets_[view][k], data(buffer) + k * stride_, bytes));
   }
   written_[view] = true;
+  failed_[view] = false;  // rewritten whole (acquire_for_overwrite); its write-out may fail again
 }
 
-void NvmeStatePager::flush() {
+void NvmePager::flush() {
   std::exception_ptr error;
   for (Buffer& buffer : buffers_) {
     try {

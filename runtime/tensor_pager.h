@@ -1,0 +1,47 @@
+// TensorPager: where per-unit tensors live when they are not resident in memory — the NVMe tier
+// of offload (offload/nvme_pager.h implements it over the rank's NVMe store; the layers below
+// offload only know this interface, as the layers require). Its users: the optimizer's state
+// (optim/optimizer.h; AdamW's m and v per view) and stage 3's parameter shards
+// (sharding/sharded_model.h, parameter offload to NVMe).
+//
+// The contract, per view (an optimizer's view, a sharded unit): attach() is called once, by the
+// user's constructor, with every view's element count and the number of tensors per view; the
+// pager reserves its space, and every view's tensors read as zeros until first written.
+// acquire(v) returns view v's tensors (fp32, the view's element count, in the order the user
+// gave them meaning), resident and readable and writable until release(v); acquire_for_overwrite(v)
+// the same without reading them in (their contents are unspecified: for a user about to write
+// every element); prefetch(v, may_wait) starts bringing them in ahead of acquire (with may_wait
+// false it never waits for the disk: it skips the view when no buffer is free without waiting for
+// a write-out); release(v, dirty) gives them back, writing them out (asynchronously) when dirty;
+// flush() waits for every write-out and throws the first I/O error. At most a bounded number of
+// views are resident at once (the pager's buffers); acquiring more views than that without
+// releasing is an error the pager names. A user of other dtypes keeps bytes in the fp32 tensors
+// (a 16-bit shard of n elements in n / 2 of them).
+//
+// Thread-safety: one user uses its pager from one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace zs {
+
+class TensorPager {
+ public:
+  virtual ~TensorPager() = default;
+
+  virtual void attach(const std::vector<int64_t>& view_numel, size_t tensors_per_view) = 0;
+  virtual void prefetch(size_t view, bool may_wait) = 0;
+  virtual std::vector<Tensor> acquire(size_t view) = 0;
+  virtual std::vector<Tensor> acquire_for_overwrite(size_t view) = 0;
+  virtual void release(size_t view, bool dirty) = 0;
+  virtual void flush() = 0;
+  // Human-readable: where the tensors live ("NVMe: 2 files under /mnt/nvme, io_uring").
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace zs
