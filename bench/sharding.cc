@@ -31,6 +31,12 @@
 // - the step's all-gathers: MiB received and MiB the backend copied (CommStats::bytes_copied).
 // Before the sweep, one GPT block's all-gather on the same local ranks from a separate shard
 // and in place (the rank's shard is its slot of the gathered buffer): copied bytes and time.
+// Exposed communication: every rank records its spans (runtime/trace.h: the model's per-unit
+// all-gathers and reductions from issue to completion, forward, backward and the optimizer as
+// compute, the host's waits for collectives as not compute) and the main table prints, per
+// measured step, the communication in flight and the part of it no compute overlapped
+// (exposed_communication; medians over steps of the mean over ranks). Recording costs a clock
+// read and a locked push per span, a few dozen per step.
 // Prints; never asserts.
 //
 // Usage: zs-bench-sharding [key=value ...] (width, layers, context, batch, ranks, steps, warmup,
@@ -61,6 +67,7 @@
 #include "runtime/allocator.h"
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
+#include "runtime/trace.h"
 #include "sharding/sharded_model.h"
 
 namespace {
@@ -97,7 +104,9 @@ struct Workload {
 // One measured step on one rank (seconds).
 struct StepSample {
   double wall = 0;
-  double forward = 0;  // loss included
+  double communication = 0;  // collectives in flight during the step (trace spans)
+  double exposed = 0;        // of which not overlapped by compute
+  double forward = 0;        // loss included
   double backward = 0;
   double finish_backward = 0;
   double optimizer = 0;
@@ -146,6 +155,8 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 struct Result {
   RunConfig config;
   std::vector<double> step_ms;  // per measured step, the slower rank's
+  // Per measured step, the mean over ranks of the collectives in flight and of the exposed part.
+  std::vector<double> communication_ms, exposed_ms;
   std::array<size_t, kNumShown> peak_bytes{};
   size_t peak_total = 0;
   size_t peak_reserved = 0;
@@ -199,6 +210,8 @@ Result run(const RunConfig& config, const Workload& work) {
         sharding.prefetch = config.prefetch;
         sharding.max_reductions_in_flight = config.max_reductions;
         zs::sharding::ShardedModel sharded(model, comm, allocator, sharding);
+        zs::Trace trace(rank);
+        sharded.set_trace(&trace);
         zs::optim::AdamWOptions adam;
         adam.weight_decay = 0.01f;
         zs::optim::AdamW optimizer(sharded.local_shards(), adam);
@@ -245,9 +258,11 @@ Result run(const RunConfig& config, const Workload& work) {
             const double queued0 = runqueue_seconds(compute_tid);
             zs::Tensor loss = model.loss(ids, targets);
             const auto t1 = Clock::now();
+            trace.record(zs::TraceLane::kCompute, "forward", t0, t1);
             const double cpu1 = thread_cpu_seconds();
             const double queued1 = runqueue_seconds(compute_tid);
             zs::backward(loss);
+            trace.record(zs::TraceLane::kCompute, "backward", t1, Clock::now());
             sample.forward = std::chrono::duration<double>(t1 - t0).count();
             sample.backward = seconds_since(t1);
             sample.forward_cpu = cpu1 - cpu0;
@@ -261,11 +276,21 @@ Result run(const RunConfig& config, const Workload& work) {
           t = Clock::now();
           optimizer.step(adam.lr);
           sample.optimizer = seconds_since(t);
+          trace.record(zs::TraceLane::kOptimizer, "optimizer", t, Clock::now());
           t = Clock::now();
           sharded.after_step();
           sample.after_step = seconds_since(t);
           sample.wall = seconds_since(t0);
-          if (measured) report.steps.push_back(sample);
+          if (measured) {
+            // Only measured steps get a step span, so the exposure has one entry per such step.
+            trace.record(zs::TraceLane::kStep, "step", t0, Clock::now());
+            report.steps.push_back(sample);
+          }
+        }
+        const std::vector<zs::StepExposure> exposure = zs::exposed_communication(trace.spans());
+        for (size_t k = 0; k < exposure.size() && k < report.steps.size(); ++k) {
+          report.steps[k].communication = exposure[k].communication_us / 1e6;
+          report.steps[k].exposed = exposure[k].exposed_us / 1e6;
         }
         // Close the window: the stats of the step collectives are final once the barrier
         // (queued after them on the same thread) has completed.
@@ -310,6 +335,13 @@ Result run(const RunConfig& config, const Workload& work) {
     double slowest = 0;
     for (const RankReport& r : reports) slowest = std::max(slowest, r.steps[s].wall);
     result.step_ms.push_back(1e3 * slowest);
+    double communication = 0, exposed = 0;
+    for (const RankReport& r : reports) {
+      communication += r.steps[s].communication;
+      exposed += r.steps[s].exposed;
+    }
+    result.communication_ms.push_back(1e3 * communication / ranks);
+    result.exposed_ms.push_back(1e3 * exposed / ranks);
   }
   const double per = 1e3 / (static_cast<double>(work.steps) * ranks);  // mean ms per step & rank
   for (const RankReport& r : reports) {
@@ -368,9 +400,11 @@ struct Runs {
   RunConfig config;
   std::vector<Result> rounds;
 
-  std::vector<double> all_steps_ms() const {
+  std::vector<double> all_steps_ms() const { return pooled(&Result::step_ms); }
+  // One per-step figure of every round, pooled.
+  std::vector<double> pooled(std::vector<double> Result::*figure) const {
     std::vector<double> all;
-    for (const Result& r : rounds) all.insert(all.end(), r.step_ms.begin(), r.step_ms.end());
+    for (const Result& r : rounds) all.insert(all.end(), (r.*figure).begin(), (r.*figure).end());
     return all;
   }
   double median_ms() const { return median(all_steps_ms()); }
@@ -615,9 +649,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("%5s %5s %8s %6s %9s %8s %8s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s %8s\n", "stage",
-              "dtype", "prefetch", "reduc", "ms/step", "best", "worst", "tok/s", "GFLOP/s",
-              "params", "grads", "master", "optim", "activ", "comm", "total", "reserved");
+  std::printf(
+      "exposed = ms per step of communication not overlapped by compute, in-flt = ms per step "
+      "with a collective in flight (trace spans; medians over steps of the mean over ranks)\n");
+  std::printf("%5s %5s %8s %6s %9s %8s %8s %8s %7s %8s %7s | %7s %7s %7s %7s %7s %7s | %7s %8s\n",
+              "stage", "dtype", "prefetch", "reduc", "ms/step", "best", "worst", "tok/s", "GFLOP/s",
+              "exposed", "in-flt", "params", "grads", "master", "optim", "activ", "comm", "total",
+              "reserved");
   for (const Runs& r : runs) {
     const std::vector<double> steps = r.all_steps_ms();
     const double ms = median(steps);
@@ -629,8 +667,8 @@ int main(int argc, char** argv) {
       peak_reserved = std::max(peak_reserved, result.peak_reserved);
     }
     std::printf(
-        "%5d %5s %8s %6s %9.1f %8.1f %8.1f %8.0f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | "
-        "%7.2f %8.2f\n",
+        "%5d %5s %8s %6s %9.1f %8.1f %8.1f %8.0f %7.2f %8.1f %7.1f | %7.2f %7.2f %7.2f %7.2f %7.2f "
+        "%7.2f | %7.2f %8.2f\n",
         r.config.stage, dtype_label(r.config.dtype),
         r.config.stage == 3 ? (r.config.prefetch ? "on" : "off") : "-",
         r.config.stage < 2             ? "-"
@@ -638,8 +676,9 @@ int main(int argc, char** argv) {
                                        : std::to_string(r.config.max_reductions).c_str(),
         ms, *std::min_element(steps.begin(), steps.end()),
         *std::max_element(steps.begin(), steps.end()), tokens / (ms / 1e3),
-        flops / (ms / 1e3) / 1e9, mib(peak[0]), mib(peak[1]), mib(peak[2]), mib(peak[3]),
-        mib(peak[4]), mib(peak[5]), mib(peak_total), mib(peak_reserved));
+        flops / (ms / 1e3) / 1e9, median(r.pooled(&Result::exposed_ms)),
+        median(r.pooled(&Result::communication_ms)), mib(peak[0]), mib(peak[1]), mib(peak[2]),
+        mib(peak[3]), mib(peak[4]), mib(peak[5]), mib(peak_total), mib(peak_reserved));
   }
 
   // The ratio wherever both stage 0 and stage 3 ran in this dtype.

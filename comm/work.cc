@@ -62,6 +62,11 @@ bool Work::issued() const {
   return issued_ || done_;
 }
 
+std::chrono::steady_clock::time_point Work::completed_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_at_;
+}
+
 void Work::mark_issued() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,6 +76,7 @@ void Work::mark_issued() {
 }
 
 void Work::complete(std::exception_ptr error) {
+  const auto now = std::chrono::steady_clock::now();  // the collective's end, before the frees
   // Drop the buffers before completion is visible: once wait() returns, the caller may destroy
   // the allocator they came from, so the last reference must not be released after that.
   std::vector<Tensor> release;
@@ -83,6 +89,7 @@ void Work::complete(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     error_ = std::move(error);
     done_ = true;
+    completed_at_ = now;
   }
   done_cv_.notify_all();
 }

@@ -33,6 +33,7 @@
 // Thread-safe: any thread may wait, wait_on or test; the communicator thread completes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -73,6 +74,10 @@ class Work {
   bool issued() const;
   // "all_reduce #12 (4096 fp32, sum)".
   const std::string& description() const { return description_; }
+  // When complete() ran on the communicator's thread (what a trace uses as the collective's
+  // end: for a device collective, when that thread saw its completion event fire). Meaningful
+  // once test() is true; before that, the clock's epoch.
+  std::chrono::steady_clock::time_point completed_at() const;
 
   // Called by the communicator thread: the device collective is enqueued (wait_on may return).
   void mark_issued();
@@ -88,6 +93,7 @@ class Work {
   std::condition_variable done_cv_;
   bool issued_ = false;
   bool done_ = false;
+  std::chrono::steady_clock::time_point completed_at_{};
   bool error_seen_ = false;  // wait() or wait_on() rethrew it
   std::exception_ptr error_;
 };

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_escape.h"
 
 namespace zs {
 namespace {
@@ -16,23 +17,6 @@ thread_local MemoryCategory t_category = MemoryCategory::kOther;
 constexpr const char* kCategoryNames[kNumMemoryCategories] = {
     "parameters",  "gradients",    "master_weights", "optimizer_state",
     "activations", "comm_buffers", "workspace",      "other"};
-
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // What to do about an OOM, from the category that holds the most memory.
 std::string oom_hint(MemoryCategory largest) {

@@ -50,10 +50,11 @@ struct ShardedModel::Unit : UnitPlan {
   comm::WorkPtr across_groups;
   comm::WorkPtr gathering;  // a prefetch in flight
   size_t full_bytes = 0;
-  bool stays_gathered = false;  // StagePolicy::stays_gathered
-  bool checkpointed = false;    // ShardingConfig::checkpoint_every
-  bool offloaded = false;       // its shard lives off the device (ShardingConfig::offload_params)
-  size_t index = 0;             // in units_ (what the unit order check compares)
+  bool stays_gathered = false;            // StagePolicy::stays_gathered
+  bool checkpointed = false;              // ShardingConfig::checkpoint_every
+  bool offloaded = false;                 // its shard lives off the device (offload_params)
+  size_t index = 0;                       // in units_ (what the unit order check compares)
+  SteadyClock::time_point compute_since;  // tracing: when its forward or backward began
 };
 
 const char* ddp_sync_name(DdpSync sync) {
@@ -392,8 +393,13 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         check_recorded_orders();
       }
       on_unit_start(forward_schedule_, *unit, "forward");
+      unit->compute_since = collective_spans_.start();
       // Runs last in backward for this unit: its gradients are complete.
       record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
+        if (Trace* trace = collective_spans_.trace()) {
+          trace->record(TraceLane::kCompute, "backward " + unit->name, unit->compute_since,
+                        SteadyClock::now());
+        }
         if (policy_.reduce_timing == ReduceTiming::kPerUnit) on_gradients_complete(*unit);
         start_reductions_across_groups(/*all=*/false);
         release(*unit);
@@ -419,7 +425,12 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         on_unit_start(backward_schedule_, *unit, "backward");
         install_grad_buffer(*unit);
         start_reductions_across_groups(/*all=*/false);
+        unit->compute_since = collective_spans_.start();
       });
+      if (Trace* trace = collective_spans_.trace()) {
+        trace->record(TraceLane::kCompute, "forward " + unit->name, unit->compute_since,
+                      SteadyClock::now());
+      }
       if (unit->module == &root_) forward_schedule_.complete = true;
       release(*unit);
       return output;
@@ -476,22 +487,46 @@ void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pas
   }
   ++schedule.position;
   gather(unit);
-  // Start the next unit's all-gather so it overlaps this unit's compute.
-  if (!policy_.full_params_persist && prefetching() && schedule.checked &&
-      schedule.position < schedule.recorded.size()) {
-    Unit& next = *schedule.recorded[schedule.position];
-    if (next.full_storage->is_released() &&
-        (config_.max_live_gathered_bytes == 0 ||
-         live_gathered_bytes_ + next.full_bytes <= config_.max_live_gathered_bytes)) {
-      start_gather(next);
+  // Start the next units' all-gathers so they overlap this unit's compute.
+  prefetch_ahead(schedule);
+}
+
+void ShardedModel::prefetch_ahead(const Schedule& schedule) {
+  if (policy_.full_params_persist || !prefetching() || !schedule.checked) return;
+  const auto fits_live = [&](const Unit& next) {
+    return config_.max_live_gathered_bytes == 0 ||
+           live_gathered_bytes_ + next.full_bytes <= config_.max_live_gathered_bytes;
+  };
+  // Gathered ahead and not yet used: a prefetch holds its Work until gather() takes it.
+  size_t ahead = 0;
+  for (const auto& u : units_) ahead += u->gathering ? u->full_bytes : 0;
+  const std::vector<Unit*>& order = schedule.recorded;
+  size_t reached = schedule.position;  // the first unit of the order this call did not gather
+  if (config_.prefetch_bytes == 0) {   // one unit ahead
+    if (schedule.position < order.size()) {
+      Unit& next = *order[schedule.position];
+      if (next.full_storage->is_released() && fits_live(next)) {
+        start_gather(next);
+        ahead += next.full_bytes;
+      }
+      reached = schedule.position + 1;
     }
-    // Parameter offload to NVMe: the disk reads the unit after that one meanwhile (into a free
-    // buffer; never waiting for a write-out here).
-    if (param_pager_ && schedule.position + 1 < schedule.recorded.size()) {
-      const Unit& after = *schedule.recorded[schedule.position + 1];
-      if (after.offloaded) param_pager_->prefetch(after.index, /*may_wait=*/false);
+  } else {
+    for (; reached < order.size(); ++reached) {
+      Unit& next = *order[reached];
+      if (!next.full_storage->is_released()) continue;  // gathered already: costs nothing more
+      if (ahead + next.full_bytes > config_.prefetch_bytes || !fits_live(next)) break;
+      start_gather(next);
+      ahead += next.full_bytes;
     }
   }
+  // Parameter offload to NVMe: the disk reads the unit after those meanwhile (into a free
+  // buffer; never waiting for a write-out here).
+  if (param_pager_ && reached < order.size()) {
+    const Unit& after = *order[reached];
+    if (after.offloaded) param_pager_->prefetch(after.index, /*may_wait=*/false);
+  }
+  peak_prefetched_bytes_ = std::max(peak_prefetched_bytes_, ahead);
 }
 
 namespace {
@@ -605,14 +640,16 @@ void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+  Tensor source = u.compute_shard;
   if (u.offloaded) {
     // The shard comes in from the host or the disk into its own slot, and the gather is in place.
+    TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
     load_offloaded_shard(u);
-    const Tensor slot = gather_comm_->rank_slice(u.full);
-    u.gathering = gather_comm_->all_gather(slot, u.full, {{}, u.name});
-    return;
+    source = gather_comm_->rank_slice(u.full);
   }
-  u.gathering = gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name});
+  const SteadyClock::time_point issued_at = collective_spans_.start();
+  u.gathering = gather_comm_->all_gather(source, u.full, {{}, u.name});
+  collective_spans_.issued(u.gathering, TraceLane::kGather, "all_gather", u.name, issued_at);
 }
 
 namespace {
@@ -653,8 +690,12 @@ void ShardedModel::gather(Unit& u) {
   if (u.gathering) {
     // The unit's kernels are enqueued after this: on a device they wait for the all-gather on
     // the GPU, the host goes on (on the CPU this is wait()).
-    u.gathering->wait_on(compute_stream());
+    {
+      TraceScope waiting(collective_spans_.trace(), TraceLane::kWait, "wait for all_gather");
+      u.gathering->wait_on(compute_stream());
+    }
     u.gathering = nullptr;
+    collective_spans_.record_completed();
   }
 }
 
@@ -716,6 +757,8 @@ void ShardedModel::wait_for_reductions(size_t keep) {
     // host that waits for the oldest reduction keeps the allocations bounded — FSDP's rate
     // limiter does the same. It waits for a reduction launched L units ago, not for the
     // kernels just enqueued; max_reductions_in_flight = 0 removes it.
+    TraceScope waiting(collective_spans_.trace(), TraceLane::kWait,
+                       "wait for reduction (max_reductions_in_flight)");
     for (comm::WorkPtr& work : oldest.reductions) work->wait();
     oldest.reductions.clear();
   }
@@ -746,6 +789,7 @@ void ShardedModel::reduce_grads(Unit& u) {
     wait_for_reductions(static_cast<size_t>(config_.max_reductions_in_flight) - 1);
   }
   const comm::CollectiveOptions options{{}, "gradients of " + u.name};
+  const size_t reductions_before = u.reductions.size();
   // What travels: the flat gradient (kPerStep after deferred micro-batches: the step's fp32
   // sum), cast to reduce_dtype if that differs.
   const bool from_sum = reduces_sum();
@@ -756,6 +800,7 @@ void ShardedModel::reduce_grads(Unit& u) {
                          "unit " + u.name + " grads to reduce");
     ops::copy_(send, source);
   }
+  const SteadyClock::time_point issued_at = collective_spans_.start();  // after the cast
   if (policy_.reduce_collective == GradientCollective::kAllReduce) {
     // Over one rank the average is the gradient itself, bit for bit (every backend averages
     // with fp32 accumulation and rounds back to the dtype it was given): nothing to send, and
@@ -796,6 +841,14 @@ void ShardedModel::reduce_grads(Unit& u) {
     u.reductions.push_back(shard_comm_->reduce_scatter(send, direct ? u.grad : u.reduced,
                                                        comm::ReduceOp::kAvg, options));
   }
+  for (size_t i = reductions_before; i < u.reductions.size(); ++i) {
+    const char* collective = "reduce_scatter";
+    if (policy_.reduce_collective == GradientCollective::kAllReduce) {
+      // Gather-scatter's gather was waited for above; what is left in flight is its scatter.
+      collective = config_.ddp_sync == DdpSync::kGatherScatter ? "scatter" : "all_reduce";
+    }
+    collective_spans_.issued(u.reductions[i], TraceLane::kReduce, collective, u.name, issued_at);
+  }
   if (!policy_.full_grads_persist) {
     // The Work keeps the full gradient alive until the reduction has read it.
     for (models::Parameter* p : u.parameters) p->tensor().set_grad(Tensor());
@@ -816,8 +869,11 @@ void ShardedModel::start_reductions_across_groups(bool all) {
     // Average the in-group result over the replicas (equal group sizes, so the mean of the
     // group means is the global mean).
     const Tensor& result = u.reduced.defined() ? u.reduced : u.grad;
+    const SteadyClock::time_point issued_at = collective_spans_.start();
     u.across_groups = inter_group_->all_reduce(result, comm::ReduceOp::kAvg,
                                                {{}, "gradients of " + u.name + " across groups"});
+    collective_spans_.issued(u.across_groups, TraceLane::kReduce, "all_reduce across groups",
+                             u.name, issued_at);
   };
   // The replicas run their own backward, so they must issue these in an order they agreed on:
   // the reductions' order the unit order check compared (whatever order this backward runs
@@ -885,6 +941,7 @@ void ShardedModel::upload_compute_copy(Unit& u) {
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
   if (u.offloaded) {
+    TraceScope storing(collective_spans_.trace(), TraceLane::kIo, "store offloaded shard");
     store_offloaded_shard(u);
     return;
   }
@@ -923,11 +980,16 @@ void ShardedModel::finish_backward() {
     // The accumulation below is enqueued on the compute stream: on a device it waits for the
     // reductions on the GPU (a failure aborts the group and reaches the next wait(), at the
     // optimizer's scalar collectives at the latest); on the CPU this is wait().
-    for (comm::WorkPtr& work : u->reductions) work->wait_on(stream);
-    u->reductions.clear();
-    if (u->across_groups) {
-      u->across_groups->wait_on(stream);
-      u->across_groups = nullptr;
+    {
+      TraceScope waiting(
+          u->reductions.empty() && !u->across_groups ? nullptr : collective_spans_.trace(),
+          TraceLane::kWait, "wait for reductions");
+      for (comm::WorkPtr& work : u->reductions) work->wait_on(stream);
+      u->reductions.clear();
+      if (u->across_groups) {
+        u->across_groups->wait_on(stream);
+        u->across_groups = nullptr;
+      }
     }
     if (u->reduced.defined()) {
       // Accumulate (or, on the step's first micro-batch or kPerStep's one reduction, store) the
@@ -944,6 +1006,7 @@ void ShardedModel::finish_backward() {
     if (host_) u->grad.copy_to_host(u->host_grad.raw_data());
   }
   accumulating_ = true;
+  collective_spans_.record_completed();
   // The first backward completed both schedules: agree on them before the next pass uses them.
   check_recorded_orders();
 }
@@ -967,7 +1030,9 @@ void ShardedModel::refresh_full_parameters() {
     if (u->offloaded) continue;  // below
     refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
+      const SteadyClock::time_point issued_at = collective_spans_.start();
       works.push_back(gather_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
+      collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u->name, issued_at);
     }
   }
   // Parameter offload: the offloaded shards, last unit first, so that with kNvme the pager's
@@ -977,14 +1042,24 @@ void ShardedModel::refresh_full_parameters() {
     if (!u.offloaded) continue;
     refresh_compute_copy(u);
     if (policy_.gather_after_step && !u.full_storage->is_released()) {  // still gathered
-      load_offloaded_shard(u);
+      {
+        TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
+        load_offloaded_shard(u);
+      }
       const Tensor slot = gather_comm_->rank_slice(u.full);
+      const SteadyClock::time_point issued_at = collective_spans_.start();
       works.push_back(gather_comm_->all_gather(slot, u.full, {{}, u.name}));
+      collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u.name, issued_at);
     }
   }
   // The next forward's kernels wait for the gathers on the device; the host waits here (once
   // per step, after the optimizer) so that errors surface at the step that caused them.
-  for (auto& w : works) w->wait();
+  {
+    TraceScope waiting(works.empty() ? nullptr : collective_spans_.trace(), TraceLane::kWait,
+                       "wait for after-step all_gathers");
+    for (auto& w : works) w->wait();
+  }
+  collective_spans_.record_completed();
 }
 
 void ShardedModel::load_full_parameters(const ParameterFill& fill) {

@@ -23,7 +23,12 @@
 // anyway.
 //
 // Stage 3 prefetch: see ShardingConfig. The live gathered bytes are tracked
-// (live_gathered_bytes(), peak_live_gathered_bytes()).
+// (live_gathered_bytes(), peak_live_gathered_bytes()), and the prefetched ones not yet used
+// (peak_prefetched_bytes(), bounded by ShardingConfig::prefetch_bytes).
+//
+// Tracing (set_trace): spans of every parameter all-gather and gradient reduction per unit
+// (issue → completion, sharding/collective_spans.h), of each unit's forward and backward
+// compute, and of the host's waits for collectives. Disabled (the default) it costs a null check.
 //
 // Two queues (stage 3; ShardingConfig::separate_gather_queue). A Communicator runs its
 // collectives one at a time in issue order, so on one queue a unit's all-gather in backward —
@@ -227,6 +232,8 @@
 #include "runtime/allocator.h"
 #include "runtime/shard_view.h"
 #include "runtime/tensor_pager.h"
+#include "runtime/trace.h"
+#include "sharding/collective_spans.h"
 #include "sharding/stage_policy.h"
 
 namespace zs::sharding {
@@ -284,6 +291,17 @@ struct ShardingConfig {
   // Upper bound on gathered (full) parameter bytes alive at once; a prefetch that would cross
   // it waits until the unit is needed. 0 = no limit.
   size_t max_live_gathered_bytes = 0;
+  // Stage 3 prefetch depth in bytes (DeepSpeed's stage3_prefetch_bucket_size, in elements ×
+  // param_dtype size). 0: one unit ahead (the next unit of the recorded order, as long as
+  // max_live_gathered_bytes allows). N > 0: at each unit's start the all-gathers of the units
+  // that follow in the recorded order are issued, in order, while the full bytes of the units
+  // gathered ahead and not yet used (prefetched, in flight or arrived) stay <= N; it stops at
+  // the first unit that would cross N. The bound is strict, with no "at least one unit" rule:
+  // a unit larger than N is never prefetched (it is gathered on demand, when it runs), so the
+  // prefetched bytes never exceed N. Units already gathered (kept gathered, enclosing units
+  // still in use) are passed over at no cost. Every rank decides from the same sizes and the
+  // same checked order, so the gathers keep one order on every rank. Changes no bits.
+  size_t prefetch_bytes = 0;
   // Units whose full parameters are smaller than this stay gathered (never released).
   size_t keep_gathered_below_bytes = 0;
   // Stages 2/3: the most gradient reductions left running on the communicator's thread while
@@ -439,6 +457,12 @@ class ShardedModel {
   comm::Communicator& gather_group() { return *gather_comm_; }
   size_t live_gathered_bytes() const { return live_gathered_bytes_; }
   size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
+  // The most full-parameter bytes ever gathered ahead of use at once (the prefetched units not
+  // yet started), measured after each unit's prefetches were issued.
+  size_t peak_prefetched_bytes() const { return peak_prefetched_bytes_; }
+  // Records this rank's spans into `trace` (runtime/trace.h; null: off, the default). It must
+  // outlive this object or the next set_trace.
+  void set_trace(Trace* trace) { collective_spans_.set_trace(trace); }
   // False once an order change disabled prefetching.
   bool prefetching() const { return config_.prefetch && !order_changed_; }
 
@@ -460,6 +484,8 @@ class ShardedModel {
   void on_unit_start(Schedule& schedule, Unit& unit, const char* pass);
   void gather(Unit& unit);
   void start_gather(Unit& unit);
+  // Stage 3: the all-gathers ahead of `schedule`'s position (see ShardingConfig::prefetch_bytes).
+  void prefetch_ahead(const Schedule& schedule);
   void release(Unit& unit);
   void install_grad_buffer(Unit& unit);
   // Per-step sync: adds this micro-batch's flat gradient to the unit's fp32 sum of the step.
@@ -537,6 +563,8 @@ class ShardedModel {
   bool on_device_ = false;      // the allocator is a device's (CUDA): host values are staged
   size_t live_gathered_bytes_ = 0;
   size_t peak_live_gathered_bytes_ = 0;
+  size_t peak_prefetched_bytes_ = 0;
+  CollectiveSpans collective_spans_;  // tracing (set_trace); disabled by default
 };
 
 }  // namespace zs::sharding

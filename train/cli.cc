@@ -92,8 +92,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       "rank threads or under mpirun/srun.",
       "zs-train"};
   app.get_formatter()->column_width(34);
-  std::string ds_unused, precision, reduce_dtype, budget, host_budget, max_live, keep_below, decay,
-      strategy;
+  std::string ds_unused, precision, reduce_dtype, budget, host_budget, max_live, prefetch_bytes,
+      keep_below, decay, strategy;
   std::string log_level;
   bool no_prefetch = false, no_progress = false, activation_checkpointing = false;
 
@@ -256,6 +256,12 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);
   app.add_option("--max-live-gathered", max_live, "stage 3: limit on gathered parameter bytes")
       ->group(kParallel);
+  app.add_option("--prefetch-bytes", prefetch_bytes,
+                 "stage 3: gather the next units ahead while the bytes gathered and not yet used "
+                 "stay within this, e.g. 64MiB (a unit larger is gathered when it runs); "
+                 "default: one unit ahead")
+      ->type_name("SIZE")
+      ->group(kParallel);
   app.add_option("--keep-gathered-below", keep_below,
                  "stage 3: units smaller than this stay gathered")
       ->group(kParallel);
@@ -343,6 +349,14 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--profile-memory", c.profile_memory,
                  "write each rank's memory timeline (JSON) and chart (SVG) of the last step")
       ->group(kReport);
+  app.add_option("--trace", c.trace,
+                 "write a Chrome/Perfetto trace (ui.perfetto.dev) of the run: spans of compute, "
+                 "gathers, reductions, optimizer, I/O and data waits; one file per rank, "
+                 "FILE.rank<r> before the extension when there is more than one rank "
+                 "(trace.json -> trace.rank1.json); the end-of-run report adds the exposed "
+                 "communication per step")
+      ->type_name("FILE")
+      ->group(kReport);
   app.add_option("--log-interval", c.log_interval, "log every N steps")->group(kReport);
   app.add_option("--sample", c.sample_tokens, "generate N tokens greedily at the end")
       ->group(kReport);
@@ -379,6 +393,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   if (!budget.empty()) c.memory_budget = parse_bytes(budget);
   if (!host_budget.empty()) c.host_memory_budget = parse_bytes(host_budget);
   if (!max_live.empty()) c.max_live_gathered_bytes = parse_bytes(max_live);
+  if (!prefetch_bytes.empty()) c.prefetch_bytes = parse_bytes(prefetch_bytes);
   if (!keep_below.empty()) c.keep_gathered_below_bytes = parse_bytes(keep_below);
   if (!decay.empty()) {
     if (decay == "cosine") {

@@ -230,8 +230,16 @@ void read_zero(const json& value, TrainConfig& config, std::vector<std::string>*
     config.keep_gathered_below_bytes =
         static_cast<size_t>(r.integer(v, "stage3_param_persistence_threshold")) * param_size;
   });
+  // Elements, as DeepSpeed counts them: 0 turns prefetch off, N bounds the bytes gathered ahead
+  // (N × the compute dtype's size; sharding::ShardingConfig::prefetch_bytes).
   r.take("stage3_prefetch_bucket_size", [&](const json& v) {
-    if (r.integer(v, "stage3_prefetch_bucket_size") == 0) config.prefetch = false;
+    const int64_t elements = r.integer(v, "stage3_prefetch_bucket_size");
+    ZS_CHECK(elements >= 0,
+             "deepspeed config: 'zero_optimization.stage3_prefetch_bucket_size' must be >= 0 "
+             "elements (0 = no prefetch), got ",
+             elements);
+    if (elements == 0) config.prefetch = false;
+    config.prefetch_bytes = static_cast<size_t>(elements) * param_size;
   });
   r.take("offload_optimizer",
          [&](const json& v) { read_offload_optimizer(v, r, config, unknown, notes); });
@@ -676,6 +684,14 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.max_reductions_in_flight >= 0,
            "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
            c.max_reductions_in_flight);
+  // The trace is written at the end of the run: a directory that is not there is found now,
+  // not after the training.
+  if (!c.trace.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(c.trace).parent_path();
+    ZS_CHECK(parent.empty() || std::filesystem::is_directory(parent), "--trace ", c.trace,
+             ": the directory '", parent.string(),
+             "' does not exist; create it or write the trace elsewhere");
+  }
   ZS_CHECK(c.checkpoint_every >= 0,
            "--checkpoint-every must be >= 1 (1 = every unit), or 0 for no activation "
            "checkpointing, got ",
@@ -854,6 +870,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.reduce_dtype = c.reduce_dtype_set ? c.reduce_dtype : c.precision;
   s.prefetch = c.prefetch;
   s.max_live_gathered_bytes = c.max_live_gathered_bytes;
+  s.prefetch_bytes = c.prefetch_bytes;
   s.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
   s.max_reductions_in_flight = c.max_reductions_in_flight;
   s.ddp_sync = c.ddp_sync;
@@ -922,6 +939,7 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
   m.grad_sync = s.grad_sync;
   m.prefetch = s.prefetch;
   m.max_live_gathered_bytes = s.max_live_gathered_bytes;
+  m.prefetch_bytes = s.prefetch_bytes;
   m.keep_gathered_below_bytes = s.keep_gathered_below_bytes;
   m.max_reductions_in_flight = s.max_reductions_in_flight;
   m.offload = plan.optimizer_state_on_nvme ? OffloadKind::kOptimizerNvme

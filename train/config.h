@@ -109,7 +109,10 @@ struct TrainConfig {
   int stage = 3;         // ZeRO stage 0 (DDP), 1, 2, 3
   int hybrid_group = 0;  // > 0: hybrid sharding inside groups of this many ranks
   bool prefetch = true;
-  size_t max_live_gathered_bytes = 0;    // stage 3 gathered-parameter limit, 0 = none
+  size_t max_live_gathered_bytes = 0;  // stage 3 gathered-parameter limit, 0 = none
+  // Stage 3 prefetch depth in bytes (sharding::ShardingConfig::prefetch_bytes; --prefetch-bytes,
+  // DeepSpeed's stage3_prefetch_bucket_size): 0 = one unit ahead.
+  size_t prefetch_bytes = 0;
   size_t keep_gathered_below_bytes = 0;  // stage 3 units smaller than this stay gathered
   int threads = 0;                       // compute threads per rank, 0: cores / local ranks
   // Stages 2/3: gradient reductions left running while backward goes on (memory for overlap;
@@ -190,8 +193,11 @@ struct TrainConfig {
   OffloadTarget offload_param = OffloadTarget::kNone;
   int param_buffer_count = 4;
   std::string profile_memory;  // FILE: per-rank JSON timeline + SVG chart of one step
-  std::string report_json;     // FILE: the run's figures (losses, evals, memory, traffic)
-  int64_t sample_tokens = 0;   // > 0: greedy sample of this many tokens at the end (rank 0)
+  // FILE: each rank's Chrome/Perfetto trace (runtime/trace.h); FILE.rank<r> before the
+  // extension when the world has more than one rank. Empty: no tracing.
+  std::string trace;
+  std::string report_json;    // FILE: the run's figures (losses, evals, memory, traffic)
+  int64_t sample_tokens = 0;  // > 0: greedy sample of this many tokens at the end (rank 0)
   std::string sample_prompt = "The ";
   float sample_temperature = 0.8f;  // 0: greedy; else softmax(logits / T) over the top 40
 

@@ -32,6 +32,7 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
+#include "runtime/trace.h"
 #include "sharding/sharded_model.h"
 #include "sharding/unit_plan.h"
 #include "train/checkpoints.h"
@@ -41,6 +42,7 @@
 #include "train/loop.h"
 #include "train/memory_model.h"
 #include "train/rank_context.h"
+#include "train/report.h"
 #include "train/restarts.h"
 #include "train/run_report.h"
 #include "train/step_log.h"
@@ -65,6 +67,34 @@ int compute_threads(const TrainConfig& config, int local_ranks) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return config.threads > 0 ? config.threads : std::max(1, cores / local_ranks);
 }
+
+// --trace: checkpoint restores, saves and publishing (where a background save's writes are
+// waited for) as I/O spans around the checkpointer the run would use anyway.
+class TracedCheckpointer final : public Checkpointer {
+ public:
+  TracedCheckpointer(std::unique_ptr<Checkpointer> inner, Trace& trace)
+      : inner_(std::move(inner)), trace_(trace) {}
+  int64_t restore() override {
+    TraceScope traced(&trace_, TraceLane::kIo, "checkpoint restore");
+    return inner_->restore();
+  }
+  bool due(int64_t completed_steps, bool last) const override {
+    return inner_->due(completed_steps, last);
+  }
+  void save(int64_t completed_steps) override {
+    TraceScope traced(&trace_, TraceLane::kIo, "checkpoint save");
+    inner_->save(completed_steps);
+  }
+  void publish(bool wait) override {
+    TraceScope traced(&trace_, TraceLane::kIo,
+                      wait ? "checkpoint publish (wait)" : "checkpoint publish");
+    inner_->publish(wait);
+  }
+
+ private:
+  std::unique_ptr<Checkpointer> inner_;
+  Trace& trace_;
+};
 
 // ---- One rank's run --------------------------------------------------------------------------
 
@@ -112,8 +142,16 @@ class RankRun final : private StepRunner {
       run_loop();
     } catch (const std::exception& e) {
       abort_group(e);
+      // The trace of a failed run is worth having (what ran up to the failure); a failure to
+      // write it must not hide the run's error.
+      try {
+        write_trace();
+      } catch (const std::exception& write_error) {
+        ZS_LOG_ERROR("{}", write_error.what());
+      }
       throw;
     }
+    write_trace();
   }
 
  private:
@@ -124,6 +162,30 @@ class RankRun final : private StepRunner {
   // is this rank's only (NCCL does not tell the peers); under mpirun the job ends when this
   // process leaves, through its MPI bootstrap.
   void abort_group(const std::exception& e) { comm_.abort(e.what()); }
+
+  // --trace: this rank's file, and on rank 0 the exposed communication per step from its spans
+  // (the first step is left out of the mean when there are more: it records the unit order and
+  // does not prefetch).
+  void write_trace() {
+    if (!trace_) return;
+    const std::string path = rank_path(c_.trace, comm_.rank(), comm_.size(), "");
+    trace_->write(path);
+    if (!lead_) return;
+    const std::vector<StepExposure> steps = exposed_communication(trace_->spans());
+    const size_t first = steps.size() > 1 ? 1 : 0;
+    double step_ms = 0, communication_ms = 0, exposed_ms = 0;
+    for (size_t i = first; i < steps.size(); ++i) {
+      step_ms += steps[i].step_us / 1e3;
+      communication_ms += steps[i].communication_us / 1e3;
+      exposed_ms += steps[i].exposed_us / 1e3;
+    }
+    const double n = static_cast<double>(std::max<size_t>(1, steps.size() - first));
+    ZS_LOG_INFO(
+        "trace written to {}{}; rank 0 per step ({} step(s){}): {:.2f} ms, communication in "
+        "flight {:.2f} ms, of which exposed (not overlapped by compute) {:.2f} ms",
+        path, comm_.size() > 1 ? " (one file per rank)" : "", steps.size() - first,
+        first ? ", the first left out" : "", step_ms / n, communication_ms / n, exposed_ms / n);
+  }
 
   // The rank's swap files of one use of the NVMe tier (`what`: "optimizer-state", "parameters").
   offload::NvmeStoreOptions nvme_store_options(const char* what) const {
@@ -167,6 +229,10 @@ class RankRun final : private StepRunner {
         task_->model(), comm_, compute_, plan_.sharding,
         host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get());
     if (param_pager_ && lead_) ZS_LOG_INFO("parameter shards on {}", param_pager_->describe());
+    if (!c_.trace.empty()) {
+      trace_ = std::make_unique<Trace>(comm_.rank());
+      sharded_->set_trace(trace_.get());
+    }
     if (!c_.init_from.empty() && std::filesystem::is_directory(c_.init_from)) {
       // A sharded checkpoint's weights only (fine-tuning): no optimizer state, step or data
       // position carries over.
@@ -215,6 +281,10 @@ class RankRun final : private StepRunner {
     state.compute = &compute_;
     state.result = result_;
     checkpointer_ = make_checkpointer(c_, state);
+    // (Without checkpoints there is no I/O to show: no empty publish span every step.)
+    if (trace_ && !(c_.checkpoint_dir.empty() && c_.resume.empty())) {
+      checkpointer_ = std::make_unique<TracedCheckpointer>(std::move(checkpointer_), *trace_);
+    }
     rank_ = std::make_unique<RankContext>(RankContext{
         c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
         plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
@@ -232,6 +302,7 @@ class RankRun final : private StepRunner {
     options.precision = c_.precision;
     options.clip = c_.clip;
     options.static_scale = plan_.loss_scaling.static_scale;
+    options.trace = trace_.get();
     trainer_ = std::make_unique<Trainer>(
         TrainerRefs{*sharded_, views_, *optimizer_, scaler_.get(), *schedule_, *loader_, *task_,
                     comm_, compute_, device_.get()},
@@ -302,6 +373,9 @@ class RankRun final : private StepRunner {
   const int attempt_;  // 0: the first; k: after the k-th restart (--max-restarts)
   const TrainPlan plan_;
   int64_t steps_ = 0;
+  // --trace: the rank's spans; declared before what records into it (the sharded model, the
+  // checkpointer, the trainer), so it outlives them.
+  std::unique_ptr<Trace> trace_;
   std::unique_ptr<sharding::ShardedModel> sharded_;
   std::vector<optim::ShardView> views_;
   std::unique_ptr<optim::Optimizer> optimizer_;

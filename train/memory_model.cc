@@ -166,17 +166,39 @@ uint64_t gathered_window(const std::vector<std::pair<int, bool>>& tape,
     gathered[u] = false;
     live -= full_bytes[u];
   };
-  // ShardedModel::on_unit_start: gather the unit, then prefetch the next one in recorded order
-  // if it fits the live-bytes limit.
+  // ShardedModel::on_unit_start and prefetch_ahead: gather the unit, then prefetch along the
+  // recorded order what fits the live-bytes limit — the next unit, or with prefetch_bytes the
+  // following ones while the bytes gathered ahead and not yet used stay within it.
+  std::vector<bool> ahead(n);  // prefetched, not yet started
+  uint64_t ahead_bytes = 0;
+  auto fits_live = [&](int u) {
+    return config.max_live_gathered_bytes == 0 ||
+           live + full_bytes[u] <= config.max_live_gathered_bytes;
+  };
+  auto prefetch = [&](int u) {
+    gather(u);
+    ahead[u] = true;
+    ahead_bytes += full_bytes[u];
+  };
   auto start = [&](const std::vector<int>& order, size_t& position, int u) {
     ++position;
     gather(u);
-    if (config.prefetch && position < order.size()) {
-      const int next = order[position];
-      if (!gathered[next] && (config.max_live_gathered_bytes == 0 ||
-                              live + full_bytes[next] <= config.max_live_gathered_bytes)) {
-        gather(next);
+    if (ahead[u]) {
+      ahead[u] = false;
+      ahead_bytes -= full_bytes[u];
+    }
+    if (!config.prefetch) return;
+    if (config.prefetch_bytes == 0) {
+      if (position < order.size() && !gathered[order[position]] && fits_live(order[position])) {
+        prefetch(order[position]);
       }
+      return;
+    }
+    for (size_t at = position; at < order.size(); ++at) {
+      const int next = order[at];
+      if (gathered[next]) continue;
+      if (ahead_bytes + full_bytes[next] > config.prefetch_bytes || !fits_live(next)) break;
+      prefetch(next);
     }
   };
   std::vector<int> forward_order, backward_order;

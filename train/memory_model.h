@@ -133,6 +133,7 @@ struct MemoryModelConfig {
   // Stage 3 schedule (ShardingConfig's fields of the same names).
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;
+  size_t prefetch_bytes = 0;  // sharding::ShardingConfig::prefetch_bytes (0: one unit ahead)
   size_t keep_gathered_below_bytes = 0;
   // ShardingConfig::max_reductions_in_flight: the engine's limit on gradient reductions left
   // running at stages 2/3 (>= 0; 0 = no limit). Sets peak_high, and peak when > 0.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "ops/elementwise.h"
 #include "runtime/autograd.h"
@@ -16,6 +18,7 @@ Trainer::Trainer(TrainerRefs refs, StepOptions options) : r_(refs), options_(opt
 
 StepRecord Trainer::step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
+  Trace* const trace = options_.trace;
   const int64_t micro_batches = options_.micro_batches;
   StepRecord rec;
   rec.step = step;
@@ -35,9 +38,12 @@ StepRecord Trainer::step(int64_t step) {
     // Every micro-batch but the last only accumulates (the model reduces them once per step
     // under --grad-sync per-step; else it reduces each as it comes).
     r_.model.defer_sync(micro + 1 < micro_batches);
+    std::optional<TraceScope> data_wait(std::in_place, trace, TraceLane::kData, "next batch");
     data::BatchLease batch = r_.loader.next();
+    data_wait.reset();
     MemoryCategoryScope activations(MemoryCategory::kActivations);
     Tensor loss;
+    std::optional<TraceScope> forward(std::in_place, trace, TraceLane::kCompute, "forward");
     if (r_.device) {
       loss = r_.task.loss(upload_batch(*batch, micro));
       NoGradScope no_grad;
@@ -48,13 +54,18 @@ StepRecord Trainer::step(int64_t step) {
       loss = r_.task.loss(*batch);
       loss_sum += loss.item();
     }
-    // Mean over micro-batches: each backward is seeded with scale / micro-batches.
-    backward(loss, rec.loss_scale / static_cast<float>(micro_batches));
+    forward.reset();
+    {
+      // Mean over micro-batches: each backward is seeded with scale / micro-batches.
+      TraceScope traced(trace, TraceLane::kCompute, "backward");
+      backward(loss, rec.loss_scale / static_cast<float>(micro_batches));
+    }
     r_.model.finish_backward();
   }
   if (r_.device) {
     for (float value : losses.to_vector()) loss_sum += value;  // the same sum, in order
   }
+  std::optional<TraceScope> optimizer(std::in_place, trace, TraceLane::kOptimizer, "optimizer");
   if (options_.precision == DType::kF16) {
     const bool found_inf = optim::unscale_and_check(r_.views, 1.0f / rec.loss_scale);
     if (r_.scaler) {
@@ -76,6 +87,7 @@ StepRecord Trainer::step(int64_t step) {
   } else {
     rec.grad_norm = std::numeric_limits<float>::quiet_NaN();
   }
+  optimizer.reset();
   r_.model.after_step();
   // The logged loss: the mean over ranks (one small all-reduce), on the communicator's buffer
   // device; fill()/item() store and read the same float on the CPU as a plain store and load.
@@ -86,7 +98,9 @@ StepRecord Trainer::step(int64_t step) {
   ZS_CHECK_AS(NumericalError, std::isfinite(rec.loss) || options_.precision == DType::kF16, "step ",
               step, ": the loss is ", rec.loss, "; lower --lr (now ", rec.lr,
               ") or check the data");
-  rec.ms = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3;
+  const auto end = std::chrono::steady_clock::now();
+  if (trace) trace->record(TraceLane::kStep, "step " + std::to_string(step), start, end);
+  rec.ms = std::chrono::duration<double>(end - start).count() * 1e3;
   return rec;
 }
 

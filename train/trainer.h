@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/shard_view.h"
+#include "runtime/trace.h"
 #include "sharding/sharded_model.h"
 #include "train/device.h"
 #include "train/records.h"
@@ -45,6 +46,9 @@ struct StepOptions {
   DType precision = DType::kF32;
   float clip = 0;          // global grad-norm clip; 0: off (the norm is still computed)
   float static_scale = 1;  // the loss scale without a dynamic scaler
+  // --trace: the rank's recorder for the step, data-wait, forward, backward and optimizer
+  // spans (runtime/trace.h); null: none. It outlives the Trainer.
+  Trace* trace = nullptr;
 };
 
 class Trainer {

@@ -51,6 +51,7 @@ struct Case {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   bool prefetch = true;
   size_t max_live_gathered_bytes = 0;
+  size_t prefetch_bytes = 0;
   size_t keep_gathered_below_bytes = 0;
   int max_reductions_in_flight = 2;  // ShardingConfig's default
   sharding::GradSync grad_sync = sharding::GradSync::kPerMicroBatch;
@@ -65,10 +66,10 @@ std::string describe(const Case& c) {
          dtype_name(c.reduce_dtype) + " micro-batches " + std::to_string(c.micro_batches) +
          " hybrid " + std::to_string(c.hybrid_group) + " " + optimizer_kind_name(c.optimizer) +
          " prefetch " + std::to_string(c.prefetch) + " limit " +
-         std::to_string(c.max_live_gathered_bytes) + " keep " +
-         std::to_string(c.keep_gathered_below_bytes) + " reductions in flight " +
-         std::to_string(c.max_reductions_in_flight) + " delay " + std::to_string(c.delay_ms) +
-         " ms grad sync " + sharding::grad_sync_name(c.grad_sync);
+         std::to_string(c.max_live_gathered_bytes) + " prefetch bytes " +
+         std::to_string(c.prefetch_bytes) + " keep " + std::to_string(c.keep_gathered_below_bytes) +
+         " reductions in flight " + std::to_string(c.max_reductions_in_flight) + " delay " +
+         std::to_string(c.delay_ms) + " ms grad sync " + sharding::grad_sync_name(c.grad_sync);
 }
 
 MemoryModelConfig model_config(const Case& c) {
@@ -82,6 +83,7 @@ MemoryModelConfig model_config(const Case& c) {
   config.gradient_accumulation = c.micro_batches > 1;
   config.prefetch = c.prefetch;
   config.max_live_gathered_bytes = c.max_live_gathered_bytes;
+  config.prefetch_bytes = c.prefetch_bytes;
   config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
   config.max_reductions_in_flight = c.max_reductions_in_flight;
   config.grad_sync = c.grad_sync;
@@ -119,6 +121,7 @@ void expect_estimate_matches_engine(const Case& c) {
         config.reduce_dtype = c.reduce_dtype;
         config.prefetch = c.prefetch;
         config.max_live_gathered_bytes = c.max_live_gathered_bytes;
+        config.prefetch_bytes = c.prefetch_bytes;
         config.keep_gathered_below_bytes = c.keep_gathered_below_bytes;
         config.max_reductions_in_flight = c.max_reductions_in_flight;
         config.grad_sync = c.grad_sync;
@@ -362,6 +365,9 @@ TEST(MemoryModel, MatchesTheEngineUnderStage3ScheduleKnobsAndOtherOptimizers) {
   kept.keep_gathered_below_bytes = root_bytes + 1;
   ASSERT_LT(root_bytes, block_bytes);
   cases.push_back(kept);
+  Case deep = base;  // two blocks gathered ahead of the one in use
+  deep.prefetch_bytes = 2 * block_bytes;
+  cases.push_back(deep);
   for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kSgdMomentum}) {
     for (int stage : {0, 3}) {
       Case sgd = base;
@@ -381,6 +387,7 @@ TEST(MemoryModel, MatchesTheEngineUnderStage3ScheduleKnobsAndOtherOptimizers) {
   EXPECT_EQ(window(off), root_bytes + block_bytes);
   EXPECT_EQ(window(limited), root_bytes + block_bytes);
   EXPECT_EQ(window(kept), root_bytes + 2 * block_bytes);
+  EXPECT_EQ(window(deep), root_bytes + 3 * block_bytes);
 }
 
 // Mixed precision with Adam: the paper's formulas, and what the engine holds besides them, in
