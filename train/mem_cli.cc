@@ -45,6 +45,7 @@ struct MemArgs {
   std::string budget;
   bool no_prefetch = false;
   std::string max_live;
+  std::string prefetch_bytes;
   std::string keep_below;
   int max_reductions_in_flight = 2;  // as zs-train's flag and ShardingConfig's default
   int64_t alignment = 16;
@@ -166,6 +167,9 @@ MemRun resolve(const MemArgs& a) {
     return parse_flag<uint64_t>(flag, value, "a size such as 512MiB, 16GiB or 80GB",
                                 [](const std::string& s) { return uint64_t{parse_bytes(s)}; });
   };
+  if (!a.prefetch_bytes.empty()) {
+    train.prefetch_bytes = size_flag("--prefetch-bytes", a.prefetch_bytes);
+  }
   if (!a.max_live.empty()) {
     train.max_live_gathered_bytes = size_flag("--max-live-gathered", a.max_live);
   }
@@ -515,6 +519,9 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   app.add_option("--budget", a.budget, "per-rank bytes, e.g. 16GiB: largest preset that fits");
   app.add_flag("--no-prefetch", a.no_prefetch, "stage 3: gather on demand only");
   app.add_option("--max-live-gathered", a.max_live, "stage 3: limit on gathered bytes");
+  app.add_option("--prefetch-bytes", a.prefetch_bytes,
+                 "stage 3: prefetch units ahead while their bytes fit, e.g. 64MiB (zs-train's "
+                 "flag; default one unit ahead)");
   app.add_option("--keep-gathered-below", a.keep_below, "stage 3: smaller units stay gathered");
   app.add_option("--max-reductions-in-flight", a.max_reductions_in_flight,
                  "stages 2/3: reductions left running in backward (default 2; 0 = no limit)")

@@ -150,6 +150,25 @@ TEST(ZsMem, BudgetPerOffloadMode) {
   EXPECT_TRUE(contains(hybrid.out, "stage 3 without hybrid groups")) << hybrid.out;
 }
 
+// --prefetch-bytes widens stage 3's gathered window as the engine's prefetch does.
+TEST(ZsMem, PrefetchBytesWidensTheGatheredWindow) {
+  const Result r = run({"--params", "1.5B", "--units", "48", "--ranks", "4", "--zero-stage", "3",
+                        "--prefetch-bytes", "1GiB"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  MemoryModelConfig config;
+  config.world = 4;
+  config.stage = 3;
+  const auto units = uniform_memory_units(parse_count("1.5B"), 48);
+  const MemoryEstimate one_ahead = estimate_memory(units, config);
+  config.prefetch_bytes = size_t{1} << 30;
+  const MemoryEstimate deep = estimate_memory(units, config);
+  EXPECT_GT(deep.gathered_window_bytes, one_ahead.gathered_window_bytes);
+  EXPECT_TRUE(contains(
+      r.out, "(full parameters alive at once): " + format_bytes(deep.gathered_window_bytes)))
+      << r.out;
+  EXPECT_EQ(run({"--prefetch-bytes", "lots"}).code, 2);
+}
+
 TEST(ZsMem, BareParameterCountsAndHybrid) {
   Result r = run({"--params", "1.5B", "--units", "48", "--ranks", "4", "--zero-stage", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
