@@ -45,7 +45,7 @@ uint64_t direct_piece(size_t bound) {
 }
 
 // Writes `count` bytes from `bytes` at `offset` (all aligned) through the O_DIRECT descriptor,
-// on a thread of its own. Returns how many it wrote: all of them, or fewer where a short write
+// on the disk thread. Returns how many it wrote: all of them, or fewer where a short write
 // stopped at an unaligned byte, from which O_DIRECT cannot go on (the caller writes the rest
 // through the page cache).
 size_t write_direct_piece(const FileSystem& fs, File& direct, const uint8_t* bytes, size_t count,
