@@ -4,23 +4,41 @@
 // snapshot() runs on the rank's thread at the save point: it copies the file's tensors into a
 // ring buffer of at most `buffer_bytes` and returns once the last byte is copied; from then on
 // the tensors may change (the next optimizer step) and the file holds their values at the save
-// point. The writer thread appends what is copied to the file as it arrives (computing the
+// point. The writer thread writes what is copied to the file as it arrives (computing the
 // checksum on the way), then fsyncs and renames it into place (detail::AtomicFileWriter). A file
 // larger than the buffer streams through it: the copy waits for the writer to free space, so
 // the stall is then about the time to write all but the last buffer's worth. Sync and async
 // saves are both this: a synchronous save waits for the write right after the snapshot.
 //
-// The buffer is allocated with min(buffer_bytes, file bytes) by reserve() ahead of the saves, or
-// else at the first snapshot, and kept for the next ones (a fresh allocation faults its pages in
-// during the copy, on the stall: reserve() touches them before any save).
+// The write path. The file's body (its bytes up to the last whole 4 KiB block) goes to the disk
+// with O_DIRECT, straight from the ring buffer, in pieces of up to 8 MiB: the page cache, where a
+// buffered write's bytes would be copied and then trickle out, is skipped, and the disk sees the
+// requests whose rate bench/disk.h measures as raw. A disk thread (one per file, joined before
+// the write ends) writes the pieces back to back while the writer checksums the next ones and
+// the copy fills the ring; in order and one at a time, because they extend the file: filesystems
+// serialize such writes anyway, and several in flight would fragment the file. The tail shorter
+// than a block, and the rest of a direct write cut short at an unaligned byte, go through the
+// temporary file's ordinary descriptor; then one fsync, the rename and the directory fsync, as
+// for any AtomicFileWriter. The bytes and the file format are the same either way. Where the
+// filesystem refuses O_DIRECT (EINVAL: tmpfs before Linux 6.6, some overlays), or the buffer is
+// under one 4 KiB block, the file is written through the page cache instead, and the log says so
+// once per writer. Every write goes through the FileSystem, so the fault wrapper
+// (runtime/fault_file_system.h) reaches both paths.
+//
+// The buffer is allocated by reserve() ahead of the saves, or else at the first snapshot, and
+// kept for the next ones (a fresh allocation faults its pages in during the copy, on the stall:
+// reserve() touches them before any save). It holds the whole file, 4 KiB-aligned, where
+// `buffer_bytes` allows; otherwise as many whole pieces as fit in `buffer_bytes`, so that a piece
+// never wraps around the ring's end.
 // It is host memory and is not charged to a MemoryTracker: the trackers account one device's
 // categories and have no host tier.
 //
 // Ownership and threads: the object owns its thread (started in the constructor, joined in the
-// destructor) and the buffer. snapshot(), finished() and wait() are called from one thread (the
-// rank's). A write's error (open, write, fsync, rename) is captured on the writer thread and
-// rethrown by wait(); it is never lost. Destroyed with a write unfinished, the writer abandons
-// it: the temporary file is removed and nothing appears under the file's name.
+// destructor), the buffer, and the disk thread of a direct write. snapshot(), finished() and
+// wait() are called from one thread (the rank's). A write's error (open, write, fsync, rename),
+// on the writer thread or its disk thread, is captured and rethrown by wait(); it is never lost.
+// Destroyed with a write unfinished, the writer abandons it once the write in flight is over: the
+// temporary file is removed and nothing appears under the file's name.
 #pragma once
 
 #include <chrono>
@@ -36,6 +54,7 @@
 #include <vector>
 
 #include "checkpoint/file_checksum.h"
+#include "runtime/file_io.h"
 #include "runtime/file_system.h"
 #include "runtime/tensor.h"
 
@@ -73,12 +92,16 @@ class RankFileWriter {
     double seconds = 0;  // from snapshot() to the file under its name, fsynced
     // Where the time went. copy: snapshot() itself (the copy into the buffer, and waiting for
     // space when the file is larger than the buffer). On the writer thread: checksum, write (the
-    // file layer's write calls: into the page cache) and commit (fsync, rename, directory fsync);
-    // the rest of `seconds` is the writer waiting for the copy.
+    // file layer's write calls: the direct path's on its disk thread, which run while the writer
+    // checksums the pieces after them; the page cache's on the writer thread) and commit (fsync,
+    // rename, directory fsync); the rest of `seconds` is the writer waiting for the copy, or on
+    // the direct path for the disk.
     double copy_seconds = 0;
     double checksum_seconds = 0;
     double write_seconds = 0;
     double commit_seconds = 0;
+    // Whether the file's body went out with O_DIRECT (false: through the page cache).
+    bool direct = false;
   };
   // Waits for the current write and returns what it wrote; rethrows its error.
   Written wait();
@@ -90,11 +113,35 @@ class RankFileWriter {
   bool grow_buffer(uint64_t file_bytes);
   // The write of one file from the buffer (the writer thread's part of a snapshot).
   void write_file(const std::string& path, uint64_t bytes);
+  // Its two paths: the body with O_DIRECT through `direct` (the temporary file opened again), or
+  // the whole file through the page cache. Both checksum into `checksum` and add their time to
+  // `*checksum_seconds` and `*write_seconds`.
+  void write_direct(detail::AtomicFileWriter& file, File& direct, uint64_t bytes,
+                    FileChecksum& checksum, double* checksum_seconds, double* write_seconds);
+  void write_buffered(detail::AtomicFileWriter& file, uint64_t bytes, FileChecksum& checksum,
+                      double* checksum_seconds, double* write_seconds);
+  // Waits until the copy has reached byte `end` of the file (true), or the direct path's disk
+  // thread has failed (false); throws IoError naming `path` when the write is abandoned
+  // meanwhile (a failed copy, the writer destroyed).
+  bool await_copied(const std::string& path, uint64_t end);
+  // Frees the buffer up to byte `end` of the file for the copy.
+  void release(uint64_t end);
+  // The buffer's byte that holds byte `offset` of the file.
+  uint8_t* ring(uint64_t offset) const { return buffer_.get() + offset % capacity_; }
+
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
 
   const size_t bound_;
   const FileSystem& fs_;
-  std::unique_ptr<uint8_t[]> buffer_;
-  size_t capacity_ = 0;  // bytes of buffer_, a multiple of 4
+  // The largest O_DIRECT write: kDirectIoAlignment to 8 MiB, a quarter of the bound at most, so
+  // that a ring smaller than the file holds the piece being written and the next ones. 0 where
+  // the bound is under one block (no O_DIRECT).
+  const uint64_t piece_;
+  std::unique_ptr<uint8_t, FreeDeleter> buffer_;  // aligned to kDirectIoAlignment
+  size_t capacity_ = 0;  // bytes of buffer_ in use: a multiple of 4 (of piece_ where it wraps)
+  bool told_buffered_ = false;  // the log said the files go through the page cache (writer thread)
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -108,6 +155,11 @@ class RankFileWriter {
   uint64_t bytes_ = 0;
   uint64_t copied_ = 0;
   uint64_t written_ = 0;
+  // The direct path: bytes checksummed (the disk thread writes no further), whether the disk
+  // thread stopped on an error, and whether the writer told it to stop.
+  uint64_t checksummed_ = 0;
+  bool disk_failed_ = false;
+  bool disk_quit_ = false;
   bool over_ = false;
   std::exception_ptr error_;
   Written result_;  // of the current write, filled in as it goes

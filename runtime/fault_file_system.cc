@@ -252,6 +252,11 @@ File FaultFileSystem::create_for_swap(const std::string& path, bool direct) cons
   return base().create_for_swap(path, direct);
 }
 
+File FaultFileSystem::open_for_direct_write(const std::string& path) const {
+  apply(decide(FileOp::kCreate, path), "open (O_DIRECT)", path);
+  return base().open_for_direct_write(path);
+}
+
 void FaultFileSystem::allocate(File& file, uint64_t bytes) const {
   // A reservation of `bytes` is a write of them as far as a full disk goes: a write rule's
   // after_bytes counts them, and one that fires fails the whole reservation.

@@ -80,6 +80,7 @@ class FaultFileSystem final : public FileSystemWrapper {
   void sync(File& file) const override;
   void close(File& file) const override;
   File create_for_swap(const std::string& path, bool direct) const override;
+  File open_for_direct_write(const std::string& path) const override;
   void allocate(File& file, uint64_t bytes) const override;
   size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override;
   detail::MappedFile map(const std::string& path, const char* what) const override;

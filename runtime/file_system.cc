@@ -286,6 +286,15 @@ File PosixFileSystem::create_for_swap(const std::string& path, bool direct) cons
   return File(path, std::move(fd));
 }
 
+File PosixFileSystem::open_for_direct_write(const std::string& path) const {
+  detail::FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == EINVAL) return File();  // the filesystem has no O_DIRECT: the caller falls back
+    throw_file_error("open (O_DIRECT)", path, errno);
+  }
+  return File(path, std::move(fd));
+}
+
 void PosixFileSystem::allocate(File& file, uint64_t bytes) const {
   if (bytes == 0) return;
   // posix_fallocate returns the error instead of setting errno. Where the filesystem has no

@@ -31,6 +31,11 @@
 #include <vector>
 
 namespace zs {
+
+// O_DIRECT's alignment of buffers, file offsets and lengths: a 4 KiB logical block covers every
+// common drive.
+constexpr uint64_t kDirectIoAlignment = 4096;
+
 namespace detail {
 
 // "No such file or directory" for ENOENT; thread-safe (unlike strerror).
@@ -167,6 +172,12 @@ class FileSystem {
   // A filesystem that refuses O_DIRECT (tmpfs, some overlays: EINVAL) gets an IoError that says
   // so and what to do. The fault wrapper matches it as a create.
   virtual File create_for_swap(const std::string& path, bool direct) const = 0;
+  // Opens the existing file `path` for writing with O_DIRECT (no page cache: pwrite_some from
+  // buffers, at offsets and of lengths aligned to kDirectIoAlignment), next to the descriptor the
+  // file was created with. Returns a File that is not open where the filesystem refuses O_DIRECT
+  // (EINVAL: tmpfs before Linux 6.6, some overlays), so that the caller writes through the page
+  // cache instead; any other failure throws. The fault wrapper matches it as a create.
+  virtual File open_for_direct_write(const std::string& path) const = 0;
   // Reserves the file's first `bytes` on the disk (posix_fallocate), so that a full disk shows
   // now and not in the middle of a run. The fault wrapper matches it as a write of `bytes`.
   virtual void allocate(File& file, uint64_t bytes) const = 0;
@@ -217,6 +228,7 @@ class PosixFileSystem final : public FileSystem {
   void start_write_back(File& file, uint64_t offset, uint64_t count) const override;
   void close(File& file) const override;
   File create_for_swap(const std::string& path, bool direct) const override;
+  File open_for_direct_write(const std::string& path) const override;
   void allocate(File& file, uint64_t bytes) const override;
   size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override;
   detail::MappedFile map(const std::string& path, const char* what) const override;
@@ -261,6 +273,9 @@ class FileSystemWrapper : public FileSystem {
   void close(File& file) const override { base_.close(file); }
   File create_for_swap(const std::string& path, bool direct) const override {
     return base_.create_for_swap(path, direct);
+  }
+  File open_for_direct_write(const std::string& path) const override {
+    return base_.open_for_direct_write(path);
   }
   void allocate(File& file, uint64_t bytes) const override { base_.allocate(file, bytes); }
   size_t admit_io(File& file, FileOp op, uint64_t offset, size_t count) const override {

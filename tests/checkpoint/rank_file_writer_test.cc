@@ -6,25 +6,44 @@
 // a second snapshot before the first was waited for is refused; a writer destroyed during a write
 // leaves the whole file or nothing, never a torn one or a temporary; a buffer reserved ahead
 // writes the same file, and is not reallocated under a write.
+//
+// The O_DIRECT path: files of whole blocks and an unaligned tail, through a ring that wraps
+// or holds the file, are written with O_DIRECT where the scratch
+// directory's filesystem takes it and come out byte for byte; a filesystem that refuses it gets
+// the page-cache path and one line in the log; a direct write cut short at an unaligned byte is
+// finished through the page cache; a disk that fills, a write or an fsync with EIO, or an
+// O_DIRECT open that fails, each injected through the fault wrapper, is an IoError naming the
+// file (and the byte, errno's text and what to do), leaves neither a file nor a temporary, and
+// keeps the file saved before under that name as it was.
 #include "checkpoint/rank_file_writer.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "checkpoint/shard_files.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/fault_file_system.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/scratch.h"
 
 namespace zs::checkpoint {
 namespace {
 
+using zs::testing::direct_io_works;
 using zs::testing::error_message;
+using zs::testing::file_exists;
+using zs::testing::LogCapture;
 using zs::testing::read_bytes;
 using zs::testing::ScratchDir;
 
@@ -143,6 +162,178 @@ TEST(RankFileWriter, DestroyedDuringAWriteLeavesTheWholeFileOrNothing) {
   EXPECT_EQ(names, std::vector<std::string>{"rank-00000.bin"});
   EXPECT_EQ(std::filesystem::file_size(path), uint64_t{4} << 22);
 }
+
+// One tensor of `values` fp32 values; value i is i / 8 (exact, and distinct across blocks).
+std::vector<Tensor> counted_tensor(Allocator& allocator, int64_t values) {
+  std::vector<float> data(static_cast<size_t>(values));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) / 8;
+  std::vector<Tensor> tensors;
+  tensors.push_back(Tensor::empty({values}, DType::kF32, allocator, "counted"));
+  tensors.back().copy_from(data);
+  return tensors;
+}
+
+// 81 blocks and an 8-byte tail: the body goes with O_DIRECT, the tail through the page cache.
+constexpr int64_t kBodyAndTail = 81 * 1024 + 2;
+
+// The file's name, whole, and no temporary beside it.
+void expect_only(const ScratchDir& dir, const std::vector<std::string>& names) {
+  std::vector<std::string> found = dir.files();
+  std::sort(found.begin(), found.end());
+  EXPECT_EQ(found, names);
+}
+
+// A 64 KiB buffer makes 16 KiB pieces in a ring that wraps 5 times; 1 MiB holds the file whole.
+class DirectWrites : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(DirectWrites, TheFileComesOutByteForByteWithODirectWhereTheFilesystemTakesIt) {
+  ScratchDir dir;
+  CpuAllocator allocator(nullptr);
+  const std::vector<Tensor> tensors = counted_tensor(allocator, kBodyAndTail);
+  const std::vector<uint8_t> expected = expected_bytes(tensors);
+  RankFileWriter writer(GetParam());
+  for (int round = 0; round < 2; ++round) {  // the second one reuses the buffer
+    const std::string path = dir.path("rank-00000.bin");
+    writer.snapshot(path, tensors);
+    const RankFileWriter::Written written = writer.wait();
+    EXPECT_TRUE(read_bytes(path) == expected) << "buffer " << GetParam() << ", round " << round;
+    EXPECT_EQ(written.checksum, FileChecksum::of(expected.data(), expected.size()));
+    EXPECT_EQ(written.direct, direct_io_works(dir.path(""))) << "buffer " << GetParam();
+    expect_only(dir, {"rank-00000.bin"});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferSizes, DirectWrites,
+                         ::testing::Values(size_t{64} << 10, size_t{1} << 20));
+
+// The file layer of a filesystem without O_DIRECT (what tmpfs before Linux 6.6 says): the
+// direct open is refused, the rest goes through.
+class NoDirectIo final : public FileSystemWrapper {
+ public:
+  NoDirectIo() : FileSystemWrapper(posix_file_system()) {}
+  File open_for_direct_write(const std::string& /*path*/) const override {
+    ++refused;
+    return File();
+  }
+  mutable std::atomic<int> refused{0};
+};
+
+TEST(RankFileWriter, AFilesystemWithoutODirectGetsThePageCacheAndTheLogSaysSoOnce) {
+  ScratchDir dir;
+  CpuAllocator allocator(nullptr);
+  const std::vector<Tensor> tensors = counted_tensor(allocator, kBodyAndTail);
+  const std::vector<uint8_t> expected = expected_bytes(tensors);
+  NoDirectIo no_direct;
+  LogCapture log;
+  RankFileWriter writer(size_t{64} << 10, no_direct);
+  for (const char* name : {"rank-00000.bin", "rank-00001.bin"}) {
+    writer.snapshot(dir.path(name), tensors);
+    const RankFileWriter::Written written = writer.wait();
+    EXPECT_FALSE(written.direct);
+    EXPECT_TRUE(read_bytes(dir.path(name)) == expected) << name;
+    EXPECT_EQ(written.checksum, FileChecksum::of(expected.data(), expected.size()));
+  }
+  EXPECT_EQ(no_direct.refused.load(), 2);
+  const std::string text = log.text();
+  const std::string line = "refuses O_DIRECT; rank files go through the page cache";
+  const size_t first = text.find(line);
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find(line, first + 1), std::string::npos) << "said more than once:\n" << text;
+}
+
+// A disk whose first write at or past `at` moves only 1000 bytes (a short write, as a kernel
+// may return near a full disk), after which it writes normally. The 1000 bytes go through a
+// descriptor of their own without O_DIRECT, which would refuse so short a write.
+class ShortWriteOnce final : public FileSystemWrapper {
+ public:
+  explicit ShortWriteOnce(uint64_t at) : FileSystemWrapper(posix_file_system()), at_(at) {}
+  size_t pwrite_some(File& file, const void* bytes, size_t count, uint64_t offset) const override {
+    if (offset >= at_ && count > 1000 && !cut_.exchange(true)) {
+      File plain(file.path(), detail::FileDescriptor(::open(file.path().c_str(), O_WRONLY)));
+      EXPECT_TRUE(plain.is_open()) << file.path();
+      return base().pwrite_some(plain, bytes, 1000, offset);
+    }
+    return base().pwrite_some(file, bytes, count, offset);
+  }
+  bool cut() const { return cut_.load(); }
+
+ private:
+  const uint64_t at_;
+  mutable std::atomic<bool> cut_{false};
+};
+
+TEST(RankFileWriter, ADirectWriteCutShortAtAnUnalignedByteIsFinishedThroughThePageCache) {
+  ScratchDir dir;
+  CpuAllocator allocator(nullptr);
+  const std::vector<Tensor> tensors = counted_tensor(allocator, kBodyAndTail);
+  const std::vector<uint8_t> expected = expected_bytes(tensors);
+  ShortWriteOnce short_write(size_t{64} << 10);
+  RankFileWriter writer(size_t{64} << 10, short_write);
+  const std::string path = dir.path("rank-00000.bin");
+  writer.snapshot(path, tensors);
+  const RankFileWriter::Written written = writer.wait();
+  EXPECT_TRUE(short_write.cut());
+  EXPECT_TRUE(read_bytes(path) == expected);
+  EXPECT_EQ(written.checksum, FileChecksum::of(expected.data(), expected.size()));
+  expect_only(dir, {"rank-00000.bin"});
+}
+
+struct DirectFault {
+  const char* name;
+  const char* rule;                        // parse_fault_rule's text
+  std::vector<std::string> message_parts;  // what wait()'s error must say, besides the file
+};
+
+void PrintTo(const DirectFault& fault, std::ostream* out) { *out << fault.name; }
+
+class DirectWriteFaults : public ::testing::TestWithParam<DirectFault> {};
+
+TEST_P(DirectWriteFaults, AreAnIoErrorNamingTheFileAndTheFileSavedBeforeStaysAsItWas) {
+  ScratchDir dir;
+  CpuAllocator allocator(nullptr);
+  const std::vector<Tensor> tensors = counted_tensor(allocator, kBodyAndTail);
+  const std::vector<uint8_t> expected = expected_bytes(tensors);
+  // The file as an earlier save left it: other values, that a failed save must not touch.
+  const std::string path = dir.path("rank-00000.bin");
+  const std::vector<uint8_t> earlier(expected.size(), 7);
+  zs::testing::write_bytes(path, earlier);
+
+  FaultFileSystem faults;
+  const size_t index = faults.add_rule(parse_fault_rule(GetParam().rule));
+  RankFileWriter writer(size_t{64} << 10, faults);  // 16 KiB pieces
+  writer.snapshot(path, tensors);
+  const std::string message = error_message<IoError>([&] { writer.wait(); });
+  EXPECT_GE(faults.fired(index), 1);
+  EXPECT_CONTAINS(message, path + ".tmp.");
+  for (const std::string& part : GetParam().message_parts) EXPECT_CONTAINS(message, part);
+  EXPECT_TRUE(read_bytes(path) == earlier);
+  expect_only(dir, {"rank-00000.bin"});
+
+  // The writer takes the next file once the disk is well.
+  faults.clear_rules();
+  writer.snapshot(path, tensors);
+  writer.wait();
+  EXPECT_TRUE(read_bytes(path) == expected);
+  expect_only(dir, {"rank-00000.bin"});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Injected, DirectWriteFaults,
+    ::testing::Values(
+        // Four pieces go through whole; the disk is full from the fifth on.
+        DirectFault{"disk_full",
+                    "write:rank-00000.bin:enospc:after_bytes=65536",
+                    {"write of '", "at byte 65536", "No space left on device", "the disk is full"}},
+        DirectFault{"eio_on_the_third_write",
+                    "write:rank-00000.bin:eio:after_calls=2",
+                    {"write of '", "at byte ", "Input/output error", "check the disk"}},
+        DirectFault{
+            "eio_on_fsync", "fsync:rank-00000.bin:eio", {"fsync of '", "Input/output error"}},
+        // The temporary's creation passes; opening it again with O_DIRECT fails.
+        DirectFault{"direct_open_fails",
+                    "create:rank-00000.bin:eio:after_calls=1",
+                    {"open (O_DIRECT) of '", "Input/output error"}}),
+    [](const ::testing::TestParamInfo<DirectFault>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace zs::checkpoint
