@@ -2,9 +2,9 @@
 // [N, V] logits and their gradient held whole) against the fused, chunked head
 // (ops::linear_cross_entropy) at several chunk sizes, on GPT-2's shapes: one forward and backward
 // each, the best of `repeats` (variants interleaved, so a busy machine slows all of them alike),
-// with the activations each holds at its peak. The fused head runs one more GEMM of the head's
-// size (backward recomputes the logits), so its floor is 4/3 of the unfused head's GEMM time.
-// Prints; never asserts.
+// with the activations each holds at its peak and its loss (the same bits for every variant). The
+// fused head runs one more GEMM of the head's size (backward recomputes the logits), so its floor
+// is 4/3 of the unfused head's GEMM time. Prints; never asserts.
 //
 //   zs-bench-head [repeats=3] [rows=4096] [vocab=50257] [width=768]
 #include <algorithm>
@@ -48,6 +48,7 @@ struct Variant {
   int64_t chunk_rows;  // -1: unfused; 0: the default
   double best_s = 1e30;
   size_t activation_peak = 0;
+  float loss = 0;
 };
 
 }  // namespace
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
                             ? zs::ops::cross_entropy(zs::ops::linear(h, weight), targets)
                             : zs::ops::linear_cross_entropy(
                                   h, weight, targets, zs::ops::kDefaultIgnoreIndex, v.chunk_rows);
+      v.loss = loss.item();
       zs::backward(loss);
       v.best_s = std::min(v.best_s, seconds_since(start));
       v.activation_peak = tracker.peak(zs::MemoryCategory::kActivations) - before;
