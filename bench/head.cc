@@ -97,10 +97,11 @@ int main(int argc, char** argv) {
     }
   }
   const double unfused_s = variants.front().best_s;
-  std::printf("%-24s %10s %8s %16s\n", "head", "ms", "ratio", "activations MiB");
+  std::printf("%-24s %10s %8s %16s %14s\n", "head", "ms", "ratio", "activations MiB", "loss");
   for (const Variant& v : variants) {
-    std::printf("%-24s %10.1f %8.2f %16.1f\n", v.name.c_str(), 1e3 * v.best_s, v.best_s / unfused_s,
-                static_cast<double>(v.activation_peak) / (1 << 20));
+    std::printf("%-24s %10.1f %8.2f %16.1f %14.9g\n", v.name.c_str(), 1e3 * v.best_s,
+                v.best_s / unfused_s, static_cast<double>(v.activation_peak) / (1 << 20),
+                static_cast<double>(v.loss));
   }
   return 0;
 }
