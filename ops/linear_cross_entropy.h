@@ -11,11 +11,12 @@
 // the unfused logits and their gradient were), besides h's gradient.
 //
 // Semantics are cross_entropy's: the mean over the rows whose target is not ignore_index, the same
-// checks and messages, the loss summed in row order in double (the loss value is bitwise
-// cross_entropy(linear(h, weight), targets)'s). Gradients: with one chunk (N <= head_chunk_rows)
-// the GEMMs are linear's, operand for operand, so the gradients are bitwise the unfused ones; with
-// several, dweight is summed chunk by chunk (beta = 1 GEMMs), which rounds differently from one
-// GEMM over all N rows — close, not the same bits.
+// checks and messages, the loss summed in row order in double: the loss value is bitwise
+// cross_entropy(linear(h, weight), targets)'s wherever the GEMM rounds a row alike for any number
+// of rows (the CPU GEMMs here do at GPT-2's shapes; tests/ops/linear_cross_entropy_test.cc).
+// Gradients: with one chunk (N <= head_chunk_rows) the GEMMs are linear's, operand for operand, so
+// the gradients are bitwise the unfused ones; with several, dweight is summed chunk by chunk (beta
+// = 1 GEMMs), which rounds differently from one GEMM over all N rows — close, not the same bits.
 //
 // On a device (cuda:N) the op runs the unfused ops (linear, then cross_entropy) through their
 // device kernels: the same results as the two ops, the logits held as before.
