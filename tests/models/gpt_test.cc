@@ -19,6 +19,15 @@
 namespace zs::models {
 namespace {
 
+// Token ids in [0, vocab) drawn from `key`, int32 of `shape`.
+Tensor random_tokens(const Shape& shape, int64_t vocab, const RngKey& key, Allocator& allocator) {
+  Tensor t = Tensor::empty(shape, DType::kI32, allocator, "tokens");
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<int32_t>()[i] = static_cast<int32_t>(random_bits(key, static_cast<uint64_t>(i)) % vocab);
+  }
+  return t;
+}
+
 TEST(Gpt, TwoLayersFitATinyFixedBatch) {
   MemoryTracker tracker;
   CpuAllocator allocator(&tracker);
@@ -31,12 +40,8 @@ TEST(Gpt, TwoLayersFitATinyFixedBatch) {
   Gpt model(config);
   materialize(model, allocator, 1);
   const int64_t batch = 3, seq = 11;  // odd sizes on purpose
-  Tensor ids = Tensor::empty({batch, seq}, DType::kI32, allocator, "ids");
-  Tensor targets = Tensor::empty({batch, seq}, DType::kI32, allocator, "targets");
-  for (int64_t i = 0; i < batch * seq; ++i) {
-    ids.data<int32_t>()[i] = static_cast<int32_t>(random_bits(rng_key(3, "ids"), i) % 32);
-    targets.data<int32_t>()[i] = static_cast<int32_t>(random_bits(rng_key(3, "targets"), i) % 32);
-  }
+  Tensor ids = random_tokens({batch, seq}, 32, rng_key(3, "ids"), allocator);
+  Tensor targets = random_tokens({batch, seq}, 32, rng_key(3, "targets"), allocator);
   targets.data<int32_t>()[5] = -100;  // an ignored position
   std::vector<Tensor> params;
   std::vector<bool> decay;
@@ -75,13 +80,8 @@ TEST(Gpt, LossFusesTheHeadOverChunksOfTheLogits) {
   const int64_t batch = 2, seq = 48, rows = batch * seq, vocab = config.vocab_size;
   const int64_t chunk = ops::head_chunk_rows(vocab);
   ASSERT_EQ(chunk, 64);
-  Tensor ids = Tensor::empty({batch, seq}, DType::kI32, allocator, "ids");
-  Tensor targets = Tensor::empty({batch, seq}, DType::kI32, allocator, "targets");
-  for (int64_t i = 0; i < rows; ++i) {
-    ids.data<int32_t>()[i] = static_cast<int32_t>(random_bits(rng_key(4, "ids"), i) % vocab);
-    targets.data<int32_t>()[i] =
-        static_cast<int32_t>(random_bits(rng_key(4, "targets"), i) % vocab);
-  }
+  Tensor ids = random_tokens({batch, seq}, vocab, rng_key(4, "ids"), allocator);
+  Tensor targets = random_tokens({batch, seq}, vocab, rng_key(4, "targets"), allocator);
   targets.data<int32_t>()[40] = -100;  // an ignored position
 
   // Loss, every parameter's gradient and the activation peak of one forward and backward.
