@@ -32,11 +32,14 @@
 
 namespace zs::ops {
 
-// How many fp32 bytes one chunk's logits may take: head_chunk_rows() sizes chunks to it. 32 MiB
-// is 166 rows of GPT-2's 50257-word vocabulary: each chunk's GEMMs are still large (166 × 50257 ×
-// 768), so chunking costs no throughput, and the head's two chunk buffers stay far below the
-// 1.5 GiB of full logits and gradient at B·T = 4096.
-constexpr int64_t kHeadChunkLogitBytes = int64_t{32} << 20;
+// How many fp32 bytes one chunk's logits may take: head_chunk_rows() sizes chunks to it. 64 MiB
+// is 333 rows of GPT-2's 50257-word vocabulary, 13 chunks at B·T = 4096. Every chunk adds its
+// dweight into the whole [V, C] gradient (a read and write of 154 MiB at GPT-2) and runs GEMMs
+// whose row count is the chunk's, so few large chunks are faster: zs-bench-head measured 64-row
+// chunks at about 2× the unfused head and 166-row ones slower than 256 (noisy). The head's two
+// chunk buffers (128 MiB at GPT-2) stay far below the 1.5 GiB of full logits and gradient, and
+// below what a checkpointed GPT-2 124M holds in a block's backward.
+constexpr int64_t kHeadChunkLogitBytes = int64_t{64} << 20;
 
 // The rows per chunk for a vocabulary of `vocab` words: kHeadChunkLogitBytes / (4 · vocab), at
 // least 1. A batch of at most this many rows is one chunk. The memory model sizes the head from it

@@ -189,7 +189,7 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
 // what its backward holds at once at the MLP's output projection (the incoming gradient, the
 // projection's output gradient, the hidden gradient 4: 6·N·C·p, and one more for a
 // checkpointed block's recomputed output). GPT-2 124M at B = 4, T = 1024 peaks at (a) without
-// checkpointing and at (b) with every block checkpointed (the chunked head is only ~100 MiB).
+// checkpointing and at (b) with every block checkpointed (the chunked head is 164 MiB).
 // Which blocks are checkpointed: sharding/unit_plan.h checkpoints_unit. Measured equal to the
 // byte on the CPU (tests/train/engine_test.cc). On a GPU the head is not chunked yet (it runs the
 // unfused kernels and holds all N rows of logits and their gradient, 2·N·V·p, without the

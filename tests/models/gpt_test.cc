@@ -66,7 +66,7 @@ TEST(Gpt, TwoLayersFitATinyFixedBatch) {
 }
 
 TEST(Gpt, LossFusesTheHeadOverChunksOfTheLogits) {
-  // A vocabulary of 131072 makes chunks of 64 rows: 96 positions are a chunk and a shorter one.
+  // A vocabulary of 131072 makes chunks of 128 rows: 192 positions are a chunk and a shorter one.
   MemoryTracker tracker;
   CpuAllocator allocator(&tracker);
   GptConfig config;
@@ -77,9 +77,9 @@ TEST(Gpt, LossFusesTheHeadOverChunksOfTheLogits) {
   config.n_layer = 1;
   Gpt model(config);
   materialize(model, allocator, 1);
-  const int64_t batch = 2, seq = 48, rows = batch * seq, vocab = config.vocab_size;
+  const int64_t batch = 4, seq = 48, rows = batch * seq, vocab = config.vocab_size;
   const int64_t chunk = ops::head_chunk_rows(vocab);
-  ASSERT_EQ(chunk, 64);
+  ASSERT_EQ(chunk, 128);
   Tensor ids = random_tokens({batch, seq}, vocab, rng_key(4, "ids"), allocator);
   Tensor targets = random_tokens({batch, seq}, vocab, rng_key(4, "targets"), allocator);
   targets.data<int32_t>()[40] = -100;  // an ignored position

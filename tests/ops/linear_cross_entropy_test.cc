@@ -207,7 +207,7 @@ TEST_F(LinearCrossEntropyTest, HoldsOneChunkOfLogitsAtATime) {
 }
 
 TEST_F(LinearCrossEntropyTest, ChunkRowsFollowTheByteBudget) {
-  EXPECT_EQ(ops::head_chunk_rows(50257), 166);  // GPT-2: 32 MiB / (4 · 50257)
+  EXPECT_EQ(ops::head_chunk_rows(50257), 333);  // GPT-2: 64 MiB / (4 · 50257)
   EXPECT_EQ(ops::head_chunk_rows(256), ops::kHeadChunkLogitBytes / 1024);
   EXPECT_EQ(ops::head_chunk_rows(int64_t{1} << 30), 1);  // never 0
   EXPECT_THROW(ops::head_chunk_rows(0), InvalidArgument);
