@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
+#include "ops/linear_cross_entropy.h"
 
 namespace zs::models {
 namespace {
@@ -57,14 +57,25 @@ Tensor Gpt::forward(const Tensor& ids) {
                                    MemoryCategory::kWorkspace, "positions");
   fill_index_mod(positions, seq);
   Tensor x = ops::add(ops::embedding(wte_.tensor(), ids), ops::embedding(wpe_.tensor(), positions));
-  x = ln_f_(blocks_(x));
-  return ops::linear(x.view({batch * seq, config_.width}), wte_.tensor());  // tied head
+  const Tensor h = ln_f_(blocks_(x)).view({batch * seq, config_.width});
+  // The head is tied to the token embedding. loss() asks for the loss instead of the logits: the
+  // fused head then never holds the [B·T, vocab] logits (ops/linear_cross_entropy.h).
+  if (loss_targets_.defined()) {
+    return ops::linear_cross_entropy(h, wte_.tensor(), loss_targets_.view({-1}));
+  }
+  return ops::linear(h, wte_.tensor());
 }
 
 Tensor Gpt::loss(const Tensor& ids, const Tensor& targets) {
   ZS_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::kI32, "gpt: targets ",
            targets.describe(), " must match ids ", ids.describe());
-  return ops::cross_entropy((*this)(ids), targets.view({-1}));
+  loss_targets_ = targets;  // read by forward()
+  struct Consume {
+    Tensor& targets;
+    ~Consume() { targets = Tensor(); }  // also when the forward throws
+  } consume{loss_targets_};
+  // Through operator(): the sharding hooks gather the root's parameters (wte) around the head.
+  return (*this)(ids);
 }
 
 double Gpt::train_flops(int64_t batch, int64_t seq) const {

@@ -30,7 +30,10 @@ class Gpt : public Module {
  public:
   explicit Gpt(const GptConfig& config);
 
-  // Mean next-token cross-entropy: ids and targets [B, T] int32 (targets -100 = ignore).
+  // Mean next-token cross-entropy: ids and targets [B, T] int32 (targets -100 = ignore). The
+  // head and the loss are fused (ops/linear_cross_entropy.h): the logits are never held whole.
+  // The loss equals cross_entropy of the logits operator() returns; the gradients are the
+  // unfused ones where B·T fits one chunk, and close to them otherwise.
   Tensor loss(const Tensor& ids, const Tensor& targets);
   Sequential& blocks() { return blocks_; }
   const GptConfig& config() const { return config_; }
@@ -38,7 +41,7 @@ class Gpt : public Module {
   double train_flops(int64_t batch, int64_t seq) const;
 
  protected:
-  // Logits [B·T, vocab] for ids [B, T] (int32).
+  // Logits [B·T, vocab] for ids [B, T] (int32); the loss [1] when called from loss().
   Tensor forward(const Tensor& ids) override;
 
  private:
@@ -47,6 +50,7 @@ class Gpt : public Module {
   Parameter& wpe_;
   Sequential& blocks_;
   LayerNorm& ln_f_;
+  Tensor loss_targets_;  // set by loss() for the forward it runs, then cleared
 };
 
 }  // namespace zs::models

@@ -3,7 +3,8 @@
 // Forward: validate every target (serially, so the first bad row is the one reported), then one
 // row per iteration: max, log-sum-exp and the row loss; the mean is summed in row order in double
 // so the loss is the same for any thread count. Backward: one row per iteration, written into the
-// sink in its own dtype.
+// sink in its own dtype. The row loops are detail functions (ops/cross_entropy_impl.h) that the
+// fused head (ops/linear_cross_entropy.h) runs on its chunks of logits.
 //
 // On a device (cuda:N): its kernels around the same row math (ops/device_ops.h; on CUDA
 // ops/cuda/nn_kernels.h), on the stream of the tensors' allocator, saving the same tensors in the
@@ -17,8 +18,10 @@
 // targets downloads them (synchronously) and counts on the host.
 #include "ops/cross_entropy.h"
 
+#include <string>
 #include <vector>
 
+#include "ops/cross_entropy_impl.h"
 #include "ops/device_ops.h"
 #include "ops/math/cross_entropy.h"
 #include "ops/op_utils.h"
@@ -40,11 +43,8 @@ void check_targets_tensor(const char* op, const Tensor& targets) {
 
 // The CPU's message for targets[row] = target out of range.
 void check_target(const Tensor& logits, int64_t row, int32_t target, int32_t ignore_index) {
-  const int64_t vocab = logits.size(1);
-  ZS_CHECK(target == ignore_index || (target >= 0 && target < vocab), kOp, ": targets[", row,
-           "] = ", target, " is out of range [0, ", vocab, ") for logits ", logits.describe(),
-           " and is not ignore_index (", ignore_index,
-           "); fix the labels or pass the ignore_index they use");
+  detail::check_cross_entropy_target(kOp, logits.describe(), logits.size(1), row, target,
+                                     ignore_index);
 }
 
 struct Saved {
@@ -55,8 +55,6 @@ struct Saved {
   // On a device only: int32 [4], elements 0-1 the valid count as int64 (the device-side divisor),
   // element 2 the forward's bad-row flag (see forward_on_device).
   Tensor device_counts;
-  int64_t rows = 0;
-  int64_t vocab = 0;
   int64_t count = 0;
   int32_t ignore_index = kDefaultIgnoreIndex;
 };
@@ -77,7 +75,7 @@ RowBuffers row_buffers(const Tensor& logits, int64_t rows, bool record) {
           detail::new_workspace({rows}, logits, "cross_entropy row losses")};
 }
 
-// What both devices save for backward: the inputs, the row statistics and the shape.
+// What both devices save for backward: the inputs and the row statistics.
 Saved saved_rows(const Tensor& logits, const Tensor& targets, const Tensor& row_max,
                  const Tensor& log_sum, int32_t ignore_index) {
   Saved saved;
@@ -85,8 +83,6 @@ Saved saved_rows(const Tensor& logits, const Tensor& targets, const Tensor& row_
   saved.targets = targets;
   saved.row_max = row_max;
   saved.log_sum = log_sum;
-  saved.rows = logits.size(0);
-  saved.vocab = logits.size(1);
   saved.ignore_index = ignore_index;
   return saved;
 }
@@ -95,36 +91,11 @@ void backward(const Saved& saved, BackwardContext& ctx) {
   Tensor dloss = ctx.grad_output(0);
   GradSink sink = ctx.grad_input(0);
   if (!dloss.defined() || !sink) return;
-  const int64_t rows = saved.rows;
-  const int64_t vocab = saved.vocab;
   // count == 0 means every row is ignored: all-zero gradient, never 0/0.
   const float scale = saved.count > 0 ? dloss.item() / static_cast<float>(saved.count) : 0.0f;
-  const int32_t* targets = saved.targets.data<int32_t>();
-  const float* row_max = saved.row_max.data<float>();
-  const float* log_sum = saved.log_sum.data<float>();
-  const int32_t ignore_index = saved.ignore_index;
-  const bool accumulate = sink.accumulate;
-  const bool parallel = rows * vocab >= kParallelMinElements;
-  detail::visit_float_dtype(saved.logits.dtype(), kOp, [&](auto logits_tag) {
-    using T = decltype(logits_tag);
-    const T* logits = saved.logits.data<T>();
-    detail::visit_float_dtype(sink.buffer.dtype(), kOp, [&](auto sink_tag) {
-      using S = decltype(sink_tag);
-      S* dlogits = sink.buffer.data<S>();
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t r = 0; r < rows; ++r) {
-        S* row_grad = dlogits + r * vocab;
-        if (targets[r] == ignore_index) {
-          if (!accumulate) {
-            for (int64_t i = 0; i < vocab; ++i) row_grad[i] = S(0.0f);
-          }
-          continue;
-        }
-        math::cross_entropy_row_backward(logits + r * vocab, vocab, row_max[r], log_sum[r],
-                                         targets[r], scale, row_grad, accumulate);
-      }
-    });
-  });
+  detail::cross_entropy_rows_backward(
+      saved.logits, saved.targets.data<int32_t>(), saved.ignore_index, saved.row_max.data<float>(),
+      saved.log_sum.data<float>(), scale, sink.buffer, sink.accumulate);
 }
 
 // The backward on a device (ops/device_ops.h): the scale dloss / count is formed on the device
@@ -187,25 +158,53 @@ Tensor forward(const Tensor& logits, const Tensor& targets, int32_t ignore_index
   const int64_t rows = logits.size(0);
   const int64_t vocab = logits.size(1);
   const int32_t* target = targets.data<int32_t>();
-  count = 0;
+  count = detail::count_checked_targets(kOp, logits.describe(), vocab, target, rows, ignore_index);
+  buffers = row_buffers(logits, rows, record);
+  float* row_loss = buffers.row_loss.data<float>();
+  detail::cross_entropy_rows_forward(logits, target, ignore_index, buffers.row_max.data<float>(),
+                                     buffers.log_sum.data<float>(), row_loss);
+  const float loss_value = detail::cross_entropy_mean(row_loss, rows, count);
+
+  Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
+  loss.data<float>()[0] = loss_value;
+  return loss;
+}
+
+}  // namespace
+
+namespace detail {
+
+void check_cross_entropy_target(const char* op, const std::string& logits, int64_t vocab,
+                                int64_t row, int32_t target, int32_t ignore_index) {
+  ZS_CHECK(target == ignore_index || (target >= 0 && target < vocab), op, ": targets[", row,
+           "] = ", target, " is out of range [0, ", vocab, ") for logits ", logits,
+           " and is not ignore_index (", ignore_index,
+           "); fix the labels or pass the ignore_index they use");
+}
+
+int64_t count_checked_targets(const char* op, const std::string& logits, int64_t vocab,
+                              const int32_t* targets, int64_t rows, int32_t ignore_index) {
+  int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t t = target[r];
+    const int32_t t = targets[r];
     if (t == ignore_index) continue;
-    check_target(logits, r, t, ignore_index);
+    check_cross_entropy_target(op, logits, vocab, r, t, ignore_index);
     ++count;
   }
+  return count;
+}
 
-  buffers = row_buffers(logits, rows, record);
-  float* row_max = buffers.row_max.data<float>();
-  float* log_sum = buffers.log_sum.data<float>();
-  float* row_loss = buffers.row_loss.data<float>();
+void cross_entropy_rows_forward(const Tensor& logits, const int32_t* targets, int32_t ignore_index,
+                                float* row_max, float* log_sum, float* row_loss) {
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
   const bool parallel = rows * vocab >= kParallelMinElements;
-  detail::visit_float_dtype(logits.dtype(), kOp, [&](auto tag) {
+  visit_float_dtype(logits.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);
     const T* lp = logits.data<T>();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t r = 0; r < rows; ++r) {
-      if (target[r] == ignore_index) {
+      if (targets[r] == ignore_index) {
         row_max[r] = 0.0f;
         log_sum[r] = 0.0f;
         row_loss[r] = 0.0f;
@@ -214,20 +213,46 @@ Tensor forward(const Tensor& logits, const Tensor& targets, int32_t ignore_index
       const T* row = lp + r * vocab;
       math::cross_entropy_row_stats(row, vocab, &row_max[r], &log_sum[r]);
       row_loss[r] =
-          math::cross_entropy_loss(row_max[r], log_sum[r], static_cast<float>(row[target[r]]));
+          math::cross_entropy_loss(row_max[r], log_sum[r], static_cast<float>(row[targets[r]]));
     }
   });
-  double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) total += static_cast<double>(row_loss[r]);
-  const float loss_value =
-      count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
-
-  Tensor loss = detail::new_output({1}, DType::kF32, logits, kOp);
-  loss.data<float>()[0] = loss_value;
-  return loss;
 }
 
-}  // namespace
+float cross_entropy_mean(const float* row_loss, int64_t rows, int64_t count) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) total += static_cast<double>(row_loss[r]);
+  return count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+void cross_entropy_rows_backward(const Tensor& logits, const int32_t* targets, int32_t ignore_index,
+                                 const float* row_max, const float* log_sum, float scale,
+                                 const Tensor& dst, bool accumulate) {
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  const bool parallel = rows * vocab >= kParallelMinElements;
+  visit_float_dtype(logits.dtype(), kOp, [&](auto logits_tag) {
+    using T = decltype(logits_tag);
+    const T* lp = logits.data<T>();
+    visit_float_dtype(dst.dtype(), kOp, [&](auto dst_tag) {
+      using S = decltype(dst_tag);
+      S* dlogits = dst.data<S>();
+#pragma omp parallel for schedule(static) if (parallel)
+      for (int64_t r = 0; r < rows; ++r) {
+        S* row_grad = dlogits + r * vocab;
+        if (targets[r] == ignore_index) {
+          if (!accumulate) {
+            for (int64_t i = 0; i < vocab; ++i) row_grad[i] = S(0.0f);
+          }
+          continue;
+        }
+        math::cross_entropy_row_backward(lp + r * vocab, vocab, row_max[r], log_sum[r], targets[r],
+                                         scale, row_grad, accumulate);
+      }
+    });
+  });
+}
+
+}  // namespace detail
 
 int64_t count_valid_targets(const Tensor& targets, int32_t ignore_index) {
   check_targets_tensor("count_valid_targets", targets);

@@ -385,7 +385,8 @@ void print_activations(const MemArgs& a, const MemRun& run, std::ostream& out) {
       << dtype_name(dtype) << ", per rank, the CPU engine's buffers):\n"
       << "  per layer: " << bytes(plain.per_layer) << " recorded, "
       << bytes(plain.per_layer_checkpointed) << " checkpointed (its input only)\n"
-      << "  head (final layernorm, logits and their gradient): " << bytes(plain.head) << "\n"
+      << "  head (final layernorm, one chunk of logits and their gradient): " << bytes(plain.head)
+      << "\n"
       << "  peak: " << bytes(plain.peak) << " without activation checkpointing, "
       << bytes(ckpt.peak) << " with " << ckpt.checkpointed_layers << " of " << gpt.n_layer
       << " layers checkpointed (--checkpoint-every " << a.checkpoint_every << ")\n";

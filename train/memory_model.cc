@@ -10,6 +10,7 @@
 
 #include "models/gpt_presets.h"
 #include "offload/nvme_store.h"
+#include "ops/linear_cross_entropy.h"
 #include "runtime/error.h"
 #include "sharding/stage_policy.h"
 
@@ -332,7 +333,11 @@ ActivationEstimate estimate_gpt_activations(const models::GptConfig& config, int
   e.per_layer = 16 * nc + 4 * row_stat +
                 4 * static_cast<uint64_t>(batch * config.n_head * seq);  // + attention lse
   e.per_layer_checkpointed = nc;
-  e.head = 2 * nc + 4 * row_stat + 2 * n * static_cast<uint64_t>(config.vocab_size) * p + 8;
+  // The fused head (ops/linear_cross_entropy.h) holds one chunk of logits and their gradient.
+  const uint64_t chunk_rows =
+      std::min<uint64_t>(n, static_cast<uint64_t>(ops::head_chunk_rows(config.vocab_size)));
+  e.head =
+      3 * nc + 4 * row_stat + 2 * chunk_rows * static_cast<uint64_t>(config.vocab_size) * p + 8;
   uint64_t kept = 0;  // by the blocks before the current one
   uint64_t in_backward = 0;
   for (int64_t l = 0; l < config.n_layer; ++l) {

@@ -193,21 +193,25 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
 //     attention's output, the residual, the MLP's hidden pre- and post-GELU (4 + 4) — plus
 //     16·N (the layernorms' mean and rstd) and 4·B·H·T (the attention's log-sum-exp);
 //   a checkpointed block keeps its input, N·C·p;
-//   the head holds the final layernorm's input and output, its statistics, the logits and, at
-//     the start of backward, their gradient: 2·N·C·p + 16·N + 2·N·V·p (+ 8 bytes: the loss and
-//     its seed gradient).
+//   the head (the fused LM head and loss, ops/linear_cross_entropy.h) holds the final
+//     layernorm's input and output, its statistics and the loss's row statistics, and in its
+//     backward the gradient of the layernorm's output and one chunk of R = min(N,
+//     ops::head_chunk_rows(V)) rows of recomputed logits and their gradient: 3·N·C·p + 16·N +
+//     2·R·V·p (+ 8 bytes: the loss and its seed gradient).
 // The peak is the larger of (a) every block's keep plus the head (the start of backward) and
 // (b) for each block l, the keep of the blocks before it, its own recorded activations and
 // what its backward holds at once at the MLP's output projection (the incoming gradient, the
 // projection's output gradient, the hidden gradient 4: 6·N·C·p, and one more for a
-// checkpointed block's recomputed output). GPT-2's vocabulary makes (a) the peak; a narrow
-// vocabulary or a checkpointed wide block makes (b). Which blocks are checkpointed:
-// sharding/unit_plan.h checkpoints_unit. Measured equal to the byte on the CPU (tests/train/
-// engine_test.cc); a GPU's fused kernels may hold other temporaries.
+// checkpointed block's recomputed output). GPT-2 124M at B = 4, T = 1024 peaks at (a) without
+// checkpointing and at (b) with every block checkpointed (the chunked head is 164 MiB).
+// Which blocks are checkpointed: sharding/unit_plan.h checkpoints_unit. Measured equal to the
+// byte on the CPU (tests/train/engine_test.cc). On a GPU the head is not chunked yet (it runs the
+// unfused kernels and holds all N rows of logits and their gradient, 2·N·V·p, without the
+// layernorm output's gradient), and fused kernels may hold other temporaries.
 struct ActivationEstimate {
   uint64_t per_layer = 0;               // a recorded block's kept activations
   uint64_t per_layer_checkpointed = 0;  // a checkpointed block's: its input
-  uint64_t head = 0;                    // final layernorm, logits and their gradient, the loss
+  uint64_t head = 0;  // final layernorm, a chunk of logits and their gradient, the loss
   int checkpointed_layers = 0;
   uint64_t peak = 0;
 };

@@ -29,11 +29,7 @@ using testing::random_tensor;
 constexpr int32_t kIgnore = ops::kDefaultIgnoreIndex;
 
 Tensor make_targets(const std::vector<int32_t>& values, Allocator& allocator) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32, allocator,
-                           MemoryCategory::kOther, "targets");
-  int32_t* p = t.data<int32_t>();
-  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
-  return t;
+  return testing::int32_tensor(values, allocator, "targets");
 }
 
 Tensor make_logits(const std::vector<float>& values, int64_t rows, int64_t vocab,

@@ -3,6 +3,7 @@
 //   after each test;
 // - backward_from: backward with chosen gradients for an op's outputs;
 // - converted: a copy of a tensor in another dtype;
+// - int32_tensor: a 1-D int32 tensor of given values (targets, ids);
 // - invalid_argument_message: the text of the InvalidArgument a call throws (from
 //   tests/support/error_text.h, included here);
 // - one_ulp_tolerance: the bound for fp16/bf16 results against fp32;
@@ -52,6 +53,15 @@ inline void backward_from(const std::vector<Tensor>& outs, const std::vector<Ten
     }
   });
   backward(loss);
+}
+
+// A 1-D int32 tensor holding `values` (class targets, ids) on `allocator`, category other.
+inline Tensor int32_tensor(const std::vector<int32_t>& values, Allocator& allocator,
+                           const std::string& name) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32, allocator,
+                           MemoryCategory::kOther, name);
+  std::copy(values.begin(), values.end(), t.data<int32_t>());
+  return t;
 }
 
 // Runs backward once with `seed` as the gradient of `out` (same shape).
