@@ -9,7 +9,8 @@
 // per-step: the bytes must not grow with the micro-batches). Synthetic random tokens. Prints;
 // never asserts.
 //
-// Usage: zs-bench-train [steps=4] [preset=gpt2] [out_prefix=zs-bench-train]
+// Usage: zs-bench-train [STEPS [PRESET [OUT_PREFIX]]] — positional, defaults 4, gpt2,
+// zs-bench-train (e.g. zs-bench-train 4 124M /tmp/zbt). An unknown preset is an error (exit 2).
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "data/token_file.h"
 #include "models/gpt_presets.h"
 #include "ops/cpu/gemm.h"
+#include "runtime/error.h"
 #include "runtime/rng.h"
 #include "train/config.h"
 #include "train/engine.h"
@@ -65,7 +67,15 @@ int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::max(2, std::atoi(argv[1])) : 4;
   const std::string preset = argc > 2 ? argv[2] : "gpt2";
   const std::string out = argc > 3 ? argv[3] : "zs-bench-train";
-  const zs::models::GptConfig model = zs::models::gpt_preset(preset);
+  zs::models::GptConfig model;
+  try {
+    model = zs::models::gpt_preset(preset);
+  } catch (const zs::InvalidArgument& e) {
+    std::fprintf(stderr,
+                 "zs-bench-train: %s\nUsage: zs-bench-train [STEPS [PRESET [OUT_PREFIX]]]\n",
+                 e.what());
+    return 2;
+  }
   const int64_t params = zs::models::gpt_parameter_count(model);
   const double fma = zs::bench::fma_peak_gflops(1, 200);
   const double gemm = sgemm_peak_gflops();
