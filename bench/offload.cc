@@ -16,7 +16,9 @@
 // max(the in-memory step, bytes ÷ the raw disk bandwidth at the store's pattern measured above).
 // Then parameter offload: the same model at stage 3 on 2 ranks × 1 thread with the optimizer in
 // the host tier, its parameter shards on the device, in the host tier (--offload-param host) and
-// on NVMe (--offload-param nvme), with rank 0's parameter bytes moved per step and the same bound.
+// on NVMe (--offload-param nvme), with rank 0's parameter bytes moved per step and the same bound;
+// last, the host tier's peak by category with both on NVMe at --layers and twice as many: the
+// buffers stay, the masters and the gradient copy grow.
 // Targets: host ≤ 1.10× in memory; nvme ≤ 1.2× the bound. Prints; never asserts.
 //
 // Usage: zs-bench-offload [--dir /tmp] [--bytes 1073741824] [--stripe-bytes 8388608]
@@ -272,6 +274,21 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   const zs::train::TrainResult device = quiet_run(stage3(zs::train::OffloadTarget::kNone));
   const zs::train::TrainResult params_host = quiet_run(stage3(zs::train::OffloadTarget::kHost));
   const zs::train::TrainResult params_nvme = quiet_run(stage3(zs::train::OffloadTarget::kNvme));
+  // Host memory with everything that can leave it on NVMe: the buffers are sized for the largest
+  // unit, not the model, so a model twice as deep needs the same buffers (its masters and the
+  // host copy of its gradient shard, still in the host tier, double).
+  struct HostSplit {
+    int64_t layers;
+    zs::train::TrainResult result;
+  };
+  std::vector<HostSplit> depths;
+  for (const int64_t layers : {o.layers, 2 * o.layers}) {
+    zs::train::TrainConfig c = stage3(zs::train::OffloadTarget::kNvme);
+    c.offload_optimizer = zs::train::OffloadTarget::kNvme;
+    c.n_layer = layers;
+    c.steps = 2;
+    depths.push_back({layers, quiet_run(c)});
+  }
   std::remove(data.c_str());
   const double device_ms = median_step_ms(device);
   const double params_nvme_ms = median_step_ms(params_nvme);
@@ -291,6 +308,24 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
       "disk)\n",
       params_nvme_ms, params_nvme_ms / device_ms, p_read / 1e6, p_written / 1e6, p_io_ms,
       1e3 * params_nvme.nvme_wait_seconds / p_steps, params_nvme_ms / std::max(device_ms, p_io_ms));
+
+  std::printf(
+      "\nhost tier peak per rank, optimizer state and parameter shards on NVMe (stage 3, 2 ranks, "
+      "4 buffers each), two depths of the model:\n");
+  std::printf("%8s %16s %16s %12s %14s %12s %10s\n", "layers", "state buffers", "param buffers",
+              "masters", "grad copy", "host total", "NVMe");
+  const auto mb = [](uint64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  for (const HostSplit& d : depths) {
+    const std::vector<uint64_t>& host = d.result.host_peak_max;
+    const auto at = [&](zs::MemoryCategory category) {
+      return host.empty() ? uint64_t{0} : host[static_cast<size_t>(category)];
+    };
+    std::printf("%8lld %13.1f MB %13.1f MB %9.1f MB %11.1f MB %9.1f MB %7.1f MB\n",
+                static_cast<long long>(d.layers), mb(at(zs::MemoryCategory::kOptimizerState)),
+                mb(at(zs::MemoryCategory::kParameters)), mb(at(zs::MemoryCategory::kMasterWeights)),
+                mb(at(zs::MemoryCategory::kGradients)), mb(d.result.host_peak_total_max),
+                mb(d.result.nvme_bytes_max));
+  }
 }
 
 }  // namespace
