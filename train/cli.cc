@@ -353,8 +353,9 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "write a Chrome/Perfetto trace (ui.perfetto.dev) of the run: spans of compute, "
                  "gathers, reductions, optimizer, I/O and data waits; one file per rank, "
                  "FILE.rank<r> before the extension when there is more than one rank "
-                 "(trace.json -> trace.rank1.json); the end-of-run report adds the exposed "
-                 "communication per step")
+                 "(trace.json -> trace.rank1.json), and .attempt<k> after the k-th restart "
+                 "(--max-restarts); the end-of-run report adds the exposed communication per "
+                 "step")
       ->type_name("FILE")
       ->group(kReport);
   app.add_option("--log-interval", c.log_interval, "log every N steps")->group(kReport);

@@ -168,7 +168,10 @@ class RankRun final : private StepRunner {
   // does not prefetch).
   void write_trace() {
     if (!trace_) return;
-    const std::string path = rank_path(c_.trace, comm_.rank(), comm_.size(), "");
+    std::string path = rank_path(c_.trace, comm_.rank(), comm_.size(), "");
+    // A restarted attempt (--max-restarts) writes a file of its own: the failed attempt's spans
+    // are what shows why it failed.
+    if (attempt_ > 0) path = tagged_path(path, ".attempt" + std::to_string(attempt_), "");
     trace_->write(path);
     if (!lead_) return;
     const std::vector<StepExposure> steps = exposed_communication(trace_->spans());

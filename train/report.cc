@@ -250,14 +250,17 @@ std::string memory_svg(const std::vector<MemoryEvent>& events, const CategoryByt
   return svg.str();
 }
 
-std::string rank_path(const std::string& path, int rank, int world, const std::string& extension) {
+std::string tagged_path(const std::string& path, const std::string& tag,
+                        const std::string& extension) {
   const size_t slash = path.find_last_of('/');
   size_t dot = path.find_last_of('.');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
-  std::string stem = path.substr(0, dot);
   const std::string ext = extension.empty() ? path.substr(dot) : extension;
-  if (world > 1) stem += ".rank" + std::to_string(rank);
-  return stem + ext;
+  return path.substr(0, dot) + tag + ext;
+}
+
+std::string rank_path(const std::string& path, int rank, int world, const std::string& extension) {
+  return tagged_path(path, world > 1 ? ".rank" + std::to_string(rank) : "", extension);
 }
 
 }  // namespace zs::train

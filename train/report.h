@@ -77,5 +77,9 @@ std::string memory_svg(const std::vector<MemoryEvent>& events, const CategoryByt
 // FILE → FILE for one rank, FILE.rank<r> (before the extension) otherwise; extension replaced
 // when `extension` is given ("report.json", ".svg", 1, 4 → "report.rank1.svg").
 std::string rank_path(const std::string& path, int rank, int world, const std::string& extension);
+// `tag` inserted before the extension of the file name, which is replaced when `extension` is
+// given ("trace.rank1.json", ".attempt1", "" → "trace.rank1.attempt1.json").
+std::string tagged_path(const std::string& path, const std::string& tag,
+                        const std::string& extension);
 
 }  // namespace zs::train

@@ -21,6 +21,7 @@
 #include "tests/support/scratch.h"
 #include "tests/support/short_run.h"
 #include "train/engine.h"
+#include "train/report.h"
 
 namespace zs::train {
 namespace {
@@ -172,6 +173,44 @@ TEST(TrainTrace, Stage0AllReducesPerUnitAndOneRankWritesTheFileItself) {
   EXPECT_EQ(std::count_if(events.begin(), events.end(),
                           [](const Event& e) { return e.cat == "gather" || e.cat == "reduce"; }),
             0);
+}
+
+// Per-rank and per-attempt file names: the tag goes before the file name's extension, never into
+// a directory's name.
+TEST(ReportPaths, RankAndAttemptTagsGoBeforeTheExtension) {
+  EXPECT_EQ(rank_path("out/trace.json", 1, 4, ""), "out/trace.rank1.json");
+  EXPECT_EQ(rank_path("out/trace.json", 0, 1, ""), "out/trace.json");
+  EXPECT_EQ(rank_path("report.json", 1, 4, ".svg"), "report.rank1.svg");
+  EXPECT_EQ(tagged_path("out/trace.rank1.json", ".attempt2", ""), "out/trace.rank1.attempt2.json");
+  EXPECT_EQ(tagged_path("run.v1/trace", ".attempt1", ""), "run.v1/trace.attempt1");
+}
+
+// --max-restarts: the failed attempt's trace stays (what ran up to the failure), and the restarted
+// attempt writes its own file beside it.
+TEST(TrainTrace, ARestartedAttemptWritesAFileOfItsOwn) {
+  ScratchDir dir;
+  TrainConfig c = traced_run(dir, 2, 3);
+  c.steps = 4;
+  c.checkpoint_interval = 2;
+  c.max_restarts = 1;
+  InjectedFault fault;
+  fault.rank = 1;
+  fault.step = 3;
+  fault.attempt = 0;
+  c.injected_faults = {fault};
+  const TrainResult r = run_training(c);
+  ASSERT_EQ(r.restarts, 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string rank_file = "trace.rank" + std::to_string(rank);
+    const std::vector<Event> first = read_trace(dir.path(rank_file + ".json"), rank);
+    const std::vector<Event> again = read_trace(dir.path(rank_file + ".attempt1.json"), rank);
+    // The first attempt ran steps 0-2 and failed before step 3; the restart resumed from step
+    // 2's checkpoint (after 2 steps: steps 0 and 1) and ran steps 2 and 3.
+    EXPECT_EQ(count(first, "step", "step 0"), 1u) << rank;
+    EXPECT_EQ(count(first, "step", "step 3"), 0u) << rank;
+    EXPECT_EQ(count(again, "step", "step 0"), 0u) << rank;
+    EXPECT_EQ(count(again, "step", "step 3"), 1u) << rank;
+  }
 }
 
 TEST(TrainTrace, ExposedCommunicationOfARunIsWithinItsCommunication) {
