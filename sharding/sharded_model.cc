@@ -213,22 +213,22 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
 
   mark_checkpointed_units();
 
-  // Parameter offload: the units released after use move their shard off the device; with kNvme
-  // the pager reserves each one's bytes now (fp32 elements holding param_dtype bytes: a shard is
-  // a multiple of the alignment, so of 2 elements), before the loop below first writes them.
-  if (config.offload_params != ParamOffload::kNone) {
-    std::vector<int64_t> pages;
-    for (auto& unit_ptr : units_) {
-      Unit& u = *unit_ptr;
-      const size_t full_bytes =
-          static_cast<size_t>(padded_numel(u.numel, world, config.alignment)) * param_size;
-      u.offloaded = !policy_.stays_gathered(full_bytes, config.keep_gathered_below_bytes);
-      const int64_t shard_bytes =
-          shard_numel(u.numel, world, config.alignment) * static_cast<int64_t>(param_size);
-      pages.push_back(u.offloaded ? (shard_bytes + 3) / 4 : 0);
-    }
-    if (param_pager_) param_pager_->attach(pages, 1);
+  // Sizes, and what each unit keeps. Parameter offload: the units released after use move their
+  // shard off the device; with kNvme the pager reserves each one's bytes now (fp32 elements
+  // holding param_dtype bytes: a shard is a multiple of the alignment, so of 2 elements), before
+  // the loop below first writes them.
+  std::vector<int64_t> pages;
+  for (auto& unit_ptr : units_) {
+    Unit& u = *unit_ptr;
+    u.padded = padded_numel(u.numel, world, config.alignment);
+    u.shard = shard_numel(u.numel, world, config.alignment);
+    u.full_bytes = static_cast<size_t>(u.padded) * param_size;
+    u.stays_gathered = policy_.stays_gathered(u.full_bytes, config.keep_gathered_below_bytes);
+    u.offloaded = config.offload_params != ParamOffload::kNone && !u.stays_gathered;
+    const int64_t shard_bytes = u.shard * static_cast<int64_t>(param_size);
+    pages.push_back(u.offloaded ? (shard_bytes + 3) / 4 : 0);
   }
+  if (param_pager_) param_pager_->attach(pages, 1);
 
   std::set<uint32_t> streams;
   for (auto& unit_ptr : units_) {
@@ -241,16 +241,12 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       ZS_CHECK(streams.insert(stream_id(p->name())).second, "parameter '", p->name(),
                "' has the same RNG stream id as an earlier parameter; rename one of them");
     }
-    u.padded = padded_numel(u.numel, world, config.alignment);
-    u.shard = shard_numel(u.numel, world, config.alignment);
     u.own_begin = policy_.master_begin(rank, u.shard);
 
     // Full buffer (parameters category) and views bound to the parameters.
-    u.full_storage = Storage::create(allocator, static_cast<size_t>(u.padded) * param_size,
-                                     MemoryCategory::kParameters, "unit " + u.name + " params");
+    u.full_storage = Storage::create(allocator, u.full_bytes, MemoryCategory::kParameters,
+                                     "unit " + u.name + " params");
     u.full = Tensor::from_storage(u.full_storage, 0, {u.padded}, param_dtype, u.name + " flat");
-    u.full_bytes = u.full_storage->nbytes();
-    u.stays_gathered = policy_.stays_gathered(u.full_bytes, config.keep_gathered_below_bytes);
     for (size_t i = 0; i < u.parameters.size(); ++i) {
       models::Parameter* p = u.parameters[i];
       Tensor view =
@@ -640,16 +636,20 @@ void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
   live_gathered_bytes_ += u.full_bytes;
   peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+  u.gathering = issue_gather(u);
+}
+
+comm::WorkPtr ShardedModel::issue_gather(Unit& u) {
   Tensor source = u.compute_shard;
   if (u.offloaded) {
     // The shard comes in from the host or the disk into its own slot, and the gather is in place.
     TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
-    load_offloaded_shard(u);
-    source = gather_comm_->rank_slice(u.full);
+    source = load_offloaded_shard(u);
   }
   const SteadyClock::time_point issued_at = collective_spans_.start();
-  u.gathering = gather_comm_->all_gather(source, u.full, {{}, u.name});
-  collective_spans_.issued(u.gathering, TraceLane::kGather, "all_gather", u.name, issued_at);
+  comm::WorkPtr work = gather_comm_->all_gather(source, u.full, {{}, u.name});
+  collective_spans_.issued(work, TraceLane::kGather, "all_gather", u.name, issued_at);
+  return work;
 }
 
 namespace {
@@ -661,15 +661,16 @@ Tensor page_as(const Tensor& page, int64_t numel, DType dtype, const std::string
 
 }  // namespace
 
-void ShardedModel::load_offloaded_shard(Unit& u) {
-  const Tensor slot = gather_comm_->rank_slice(u.full);
+Tensor ShardedModel::load_offloaded_shard(Unit& u) {
+  Tensor slot = gather_comm_->rank_slice(u.full);
   if (!param_pager_) {
     slot.copy_from_host(u.compute_shard.raw_data());
-    return;
+    return slot;
   }
   const std::vector<Tensor> pages = param_pager_->acquire(u.index);
   slot.copy_from_host(pages.front().raw_data());
   param_pager_->release(u.index, /*dirty=*/false);
+  return slot;
 }
 
 void ShardedModel::store_offloaded_shard(Unit& u) {
@@ -1030,9 +1031,7 @@ void ShardedModel::refresh_full_parameters() {
     if (u->offloaded) continue;  // below
     refresh_compute_copy(*u);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
-      const SteadyClock::time_point issued_at = collective_spans_.start();
-      works.push_back(gather_comm_->all_gather(u->compute_shard, u->full, {{}, u->name}));
-      collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u->name, issued_at);
+      works.push_back(issue_gather(*u));
     }
   }
   // Parameter offload: the offloaded shards, last unit first, so that with kNvme the pager's
@@ -1042,14 +1041,7 @@ void ShardedModel::refresh_full_parameters() {
     if (!u.offloaded) continue;
     refresh_compute_copy(u);
     if (policy_.gather_after_step && !u.full_storage->is_released()) {  // still gathered
-      {
-        TraceScope loading(collective_spans_.trace(), TraceLane::kIo, "load offloaded shard");
-        load_offloaded_shard(u);
-      }
-      const Tensor slot = gather_comm_->rank_slice(u.full);
-      const SteadyClock::time_point issued_at = collective_spans_.start();
-      works.push_back(gather_comm_->all_gather(slot, u.full, {{}, u.name}));
-      collective_spans_.issued(works.back(), TraceLane::kGather, "all_gather", u.name, issued_at);
+      works.push_back(issue_gather(u));
     }
   }
   // The next forward's kernels wait for the gathers on the device; the host waits here (once

@@ -525,8 +525,12 @@ class ShardedModel {
   // Parameter offload: the unit's shard as the next compute copy, cast from the master into the
   // host tier's shard (kHost) or a pager buffer written out (kNvme).
   void store_offloaded_shard(Unit& unit);
-  // Parameter offload: the unit's shard into its slot of the (materialized) full buffer.
-  void load_offloaded_shard(Unit& unit);
+  // Parameter offload: the unit's shard into its slot of the (materialized) full buffer; returns
+  // the slot.
+  Tensor load_offloaded_shard(Unit& unit);
+  // The all-gather of the unit's shard into its (materialized) full buffer, traced: from the
+  // compute shard, or for an offloaded unit in place from its slot after load_offloaded_shard.
+  comm::WorkPtr issue_gather(Unit& unit);
 
   models::Module& root_;
   comm::Communicator& comm_;
