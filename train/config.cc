@@ -619,6 +619,18 @@ OffloadTarget parse_offload_target(const std::string& text) {
            text, "'");
 }
 
+sharding::ParamOffload param_offload(OffloadTarget target) {
+  switch (target) {
+    case OffloadTarget::kHost:
+      return sharding::ParamOffload::kHost;
+    case OffloadTarget::kNvme:
+      return sharding::ParamOffload::kNvme;
+    case OffloadTarget::kNone:
+      break;
+  }
+  return sharding::ParamOffload::kNone;
+}
+
 const char* offload_target_name(OffloadTarget target) {
   switch (target) {
     case OffloadTarget::kHost:
@@ -875,9 +887,7 @@ TrainPlan translate(const TrainConfig& c, int rank, int world) {
   s.max_reductions_in_flight = c.max_reductions_in_flight;
   s.ddp_sync = c.ddp_sync;
   s.checkpoint_every = c.checkpoint_every;
-  s.offload_params = c.offload_param == OffloadTarget::kHost   ? sharding::ParamOffload::kHost
-                     : c.offload_param == OffloadTarget::kNvme ? sharding::ParamOffload::kNvme
-                                                               : sharding::ParamOffload::kNone;
+  s.offload_params = param_offload(c.offload_param);
   s.grad_sync = c.grad_sync;
 
   OptimizerSettings& o = plan.optimizer;

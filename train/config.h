@@ -62,6 +62,8 @@ enum class OffloadTarget { kNone, kHost, kNvme };
 // "none", "host" (also DeepSpeed's "cpu"), "nvme".
 OffloadTarget parse_offload_target(const std::string& text);
 const char* offload_target_name(OffloadTarget target);  // "none", "host", "nvme"
+// --offload-param's target as the sharding engine names it.
+sharding::ParamOffload param_offload(OffloadTarget target);
 
 struct TrainConfig {
   // What to train: "lm" (a GPT on token files or text), "classify" (a BERT-style encoder

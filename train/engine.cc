@@ -510,11 +510,13 @@ TrainResult run_training(const TrainConfig& config) {
     ZS_CHECK_AS(OutOfMemory, host <= config.host_memory_budget,
                 "out of host memory: the host tier of each rank needs ", format_bytes(host), " (",
                 host,
-                " bytes: the fp32 masters, the optimizer state and the host copy of the "
-                "gradient shard), over --host-memory-budget ",
+                " bytes: the fp32 masters, the host copy of the gradient shard and the "
+                "optimizer state, or with it on NVMe its buffers; with --offload-param also the "
+                "parameter shards or their buffers), over --host-memory-budget ",
                 format_bytes(config.host_memory_budget),
-                "; raise --host-memory-budget if the machine has the RAM, or use more ranks (the "
-                "host tier shrinks as 1/N)");
+                "; raise --host-memory-budget if the machine has the RAM, use more ranks (the "
+                "host tier shrinks as 1/N), or page the optimizer state to NVMe "
+                "(--offload-optimizer nvme); zs-mem --offload ... shows the split");
   }
 
   // The GEMM rate the log's model FLOP utilization is against: measured once per process,

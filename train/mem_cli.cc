@@ -77,6 +77,16 @@ std::string with_commas(int64_t value) {
 
 std::string bytes(uint64_t value) { return format_bytes(static_cast<size_t>(value)); }
 
+// What the NVMe tier holds under `config` ("optimizer state", "parameter shards", both, or ""
+// when it is not used).
+std::string nvme_holds(const MemoryModelConfig& config) {
+  std::string holds = config.offload == OffloadKind::kOptimizerNvme ? "optimizer state" : "";
+  if (config.offload_params == sharding::ParamOffload::kNvme) {
+    holds += (holds.empty() ? "" : ", ") + std::string("parameter shards");
+  }
+  return holds;
+}
+
 // Runs a parser of train/ and turns its InvalidArgument into a usage message for `flag`.
 template <typename T, typename Parse>
 T parse_flag(const std::string& flag, const std::string& value, const std::string& expected,
@@ -181,14 +191,9 @@ MemRun resolve(const MemArgs& a) {
   c.offload = parse_flag<OffloadKind>("--offload", a.offload, "none, optimizer or optimizer-nvme",
                                       [](const std::string& s) { return parse_offload_kind(s); });
   c.nvme_buffer_count = a.nvme_buffer_count;
-  c.offload_params = parse_flag<sharding::ParamOffload>(
-      "--offload-param", a.offload_param, "none, host or nvme", [](const std::string& s) {
-        for (auto kind : {sharding::ParamOffload::kNone, sharding::ParamOffload::kHost,
-                          sharding::ParamOffload::kNvme}) {
-          if (s == sharding::param_offload_name(kind)) return kind;
-        }
-        throw InvalidArgument("not an offload target");
-      });
+  c.offload_params = param_offload(
+      parse_flag<OffloadTarget>("--offload-param", a.offload_param, "none, host or nvme",
+                                [](const std::string& s) { return parse_offload_target(s); }));
   c.param_buffer_count = a.param_buffer_count;
   if (c.offload_params != sharding::ParamOffload::kNone) {
     if (a.stage != 3 || a.hybrid_group > 0) {
@@ -292,8 +297,7 @@ void print_stage_rows(const MemRun& run, std::ostream& out) {
   std::vector<std::string> header{"stage"};
   for (MemoryCategory category : kShown) header.emplace_back(category_name(category));
   header.insert(header.end(), {"peak total", "between steps", "ZeRO paper"});
-  const bool nvme = run.config.offload == OffloadKind::kOptimizerNvme ||
-                    run.config.offload_params == sharding::ParamOffload::kNvme;
+  const bool nvme = !nvme_holds(run.config).empty();
   if (offload) header.emplace_back("host tier");
   if (nvme) header.emplace_back("NVMe");
   rows.push_back(header);
@@ -333,16 +337,8 @@ void print_one_stage(const MemRun& run, std::ostream& out) {
   if (offload) total.push_back(bytes(e.host.total()));
   rows.push_back(total);
   out << table(rows);
-  if (config.offload == OffloadKind::kOptimizerNvme ||
-      config.offload_params == sharding::ParamOffload::kNvme) {
-    out << "NVMe tier per rank ("
-        << (config.offload == OffloadKind::kOptimizerNvme ? "optimizer state" : "")
-        << (config.offload == OffloadKind::kOptimizerNvme &&
-                    config.offload_params == sharding::ParamOffload::kNvme
-                ? ", "
-                : "")
-        << (config.offload_params == sharding::ParamOffload::kNvme ? "parameter shards" : "")
-        << "): " << bytes(e.nvme) << "\n";
+  if (const std::string holds = nvme_holds(config); !holds.empty()) {
+    out << "NVMe tier per rank (" << holds << "): " << bytes(e.nvme) << "\n";
   }
   out << "ZeRO paper, stage " << config.stage << ": " << paper_cell(e)
       << " (Ψ = " << with_commas(e.numel) << ", N = " << e.shard_ranks << ")\n";
@@ -434,7 +430,7 @@ void print_budget(const MemRun& run, std::ostream& out) {
       << "per rank hold what leaves the device):\n";
   std::vector<std::vector<std::string>> by_mode{
       {"offload", "preset", "parameters", "x none", "device peak", "host tier", "NVMe"}};
-  int64_t baseline = 0;
+  int64_t baseline = 0;  // the parameters that fit without offload (0: none fits)
   const std::vector<std::string> presets = models::gpt_preset_names();
   for (const Mode& mode : modes) {
     MemoryModelConfig config = run.config;
@@ -446,7 +442,7 @@ void print_budget(const MemRun& run, std::ostream& out) {
       by_mode.push_back({mode.name, "none fits", "-", "-", "-", "-", "-"});
       continue;
     }
-    if (baseline == 0) baseline = fit->parameters;
+    if (mode.optimizer == OffloadKind::kNone) baseline = fit->parameters;
     char ratio[32] = "-";
     if (baseline > 0) {
       std::snprintf(ratio, sizeof(ratio), "%.1fx",
