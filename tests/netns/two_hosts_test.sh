@@ -124,12 +124,14 @@ mpi=("$mpiexec" --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$work/n
      --mca oob_tcp_if_include "$veth" "${keepalive[@]}" -x ZS_COMM_TIMEOUT_S -x ZS_NETNS_RANKS)
 export ZS_COMM_TIMEOUT_S=$comm_timeout
 # mpirun_in_a TAG HOSTFILE NP ARGS...: zs-train on NP ranks under mpirun started in host a's
-# namespace, in the background (output in $work/TAG.out, ranks in $work/TAG.ranks).
+# namespace, in the background (output in $work/TAG.out, ranks in $work/TAG.ranks), ended after
+# $job_limit seconds.
+job_limit=30
 mpirun_in_a() {
   local tag=$1 hosts=$2 np=$3
   shift 3
   : >"$work/$tag.ranks"
-  ZS_NETNS_RANKS="$work/$tag.ranks" timeout 30 ip netns exec "$ns_a" "${mpi[@]}" \
+  ZS_NETNS_RANKS="$work/$tag.ranks" timeout "$job_limit" ip netns exec "$ns_a" "${mpi[@]}" \
     --hostfile "$hosts" -np "$np" "$work/rank" "$zs_train" --backend mpi "${model[@]}" "$@" \
     >"$work/$tag.out" 2>&1 &
   mpirun_pid=$!
@@ -228,7 +230,10 @@ else
     [[ -z $left ]] || fail "processes left in $ns after the job ended: $left"
   done
 
-  # 3. Resume on host a alone: 2 ranks x micro-batch 2 = 4 x 1.
+  # 3. Resume on host a alone: 2 ranks x micro-batch 2 = 4 x 1. The ~1100 steps left take
+  # ~15 s on a quiet machine and 70 s and more when the suite runs beside it (ctest -j4 on 2
+  # cores: 60-120 ms per step), so this job gets longer than the others.
+  job_limit=100
   mpirun_in_a resume "$work/hosts_a" 2 --micro-batch 2 "${long[@]}" --resume auto
   wait "$mpirun_pid"
   status=$?
