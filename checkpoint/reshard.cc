@@ -241,8 +241,9 @@ void ReshardReader::apply(const optim::Optimizer& optimizer) const {
   std::vector<std::vector<float>> host;
   size_t next = 0;
   for (size_t k = 0; k < optimizer.num_views(); ++k) {
+    optim::Optimizer::StateAccess master = optimizer.access_master(k);
     optim::Optimizer::StateAccess state = optimizer.access_state(k);
-    std::vector<Tensor> targets = {optimizer.view(k).master};
+    std::vector<Tensor> targets = {master.tensors().front()};
     for (const Tensor& t : state.tensors()) targets.push_back(t);
     host.assign(targets.size(), std::vector<float>(static_cast<size_t>(targets[0].numel()), 0.0f));
     // The plan lists each view's copies together, in view order.
@@ -252,6 +253,7 @@ void ReshardReader::apply(const optim::Optimizer& optimizer) const {
                   static_cast<size_t>(c.count) * sizeof(float));
     }
     for (size_t t = 0; t < targets.size(); ++t) targets[t].copy_from_host(host[t].data());
+    master.mark_written();
     state.mark_written();
   }
   optimizer.flush_state();

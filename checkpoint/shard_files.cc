@@ -83,10 +83,14 @@ void for_each_rank_file_tensor(const sharding::ShardedModel& model, int world_ra
                ", expected fp32 masters and optimizer state");
       return offset == 0 && count == t.numel() ? t : t.slice(offset, {count});
     };
-    visit(part(optimizer.view(k).master));
+    optim::Optimizer::StateAccess master = optimizer.access_master(k);
+    visit(part(master.tensors().front()));
     optim::Optimizer::StateAccess state = optimizer.access_state(k);
     for (const Tensor& t : state.tensors()) visit(part(t));
-    if (written) state.mark_written();  // after the visits: a failed restore writes nothing back
+    if (written) {  // after the visits: a failed restore writes nothing back
+      master.mark_written();
+      state.mark_written();
+    }
   }
   if (written) optimizer.flush_state();
 }

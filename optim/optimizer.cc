@@ -19,6 +19,17 @@ Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
     check_shard_view(view, kind_);
     add_slot(std::move(view), false);
   }
+  for (const Slot& slot : slots_) {
+    TensorPager* masters = slot.view.pages.pager;
+    if (masters == nullptr) continue;
+    ZS_CHECK(pager_ != nullptr, kind_, ": view '", slot.view.name, "' has its master paged (",
+             masters->describe(),
+             ") but the optimizer state is resident; page the state too (a TensorPager for the "
+             "optimizer), so that the step finds the master and its state in host buffers");
+    if (std::find(master_pagers_.begin(), master_pagers_.end(), masters) == master_pagers_.end()) {
+      master_pagers_.push_back(masters);
+    }
+  }
   if (pager_ != nullptr) {
     std::vector<int64_t> numel;
     for (const Slot& slot : slots_) numel.push_back(slot.view.master.numel());
@@ -80,19 +91,32 @@ void Optimizer::step(float lr) {
     // Paged: view i+1's state is read while view i updates, and view i's written out while
     // view i+1 updates. Views built from whole parameters are never paged (the engine's are
     // shards).
+    // A paged master (runtime/shard_view.h) comes in and goes out the same way, beside its
+    // state, and its owner refreshes its compute copy from the page before it goes.
     for (size_t i = 0; i < slots_.size(); ++i) {
+      const ShardView& view = slots_[i].view;
+      TensorPager* masters = view.pages.pager;
       const std::vector<Tensor> state = pager_->acquire(i);
+      ShardView resident = view;
+      bool master_acquired = false;
       try {
-        // After the acquire: with a single buffer, a prefetch first would take the buffer view i
-        // needs and read view i+1 for nothing.
-        if (i + 1 < slots_.size()) pager_->prefetch(i + 1, true);
-        update(slots_[i].view, state, lr, steps_);
+        if (masters != nullptr) {
+          resident.master = paged_master(view, masters->acquire(view.pages.page));
+          master_acquired = true;
+        }
+        // After the acquires: with a single buffer, a prefetch first would take the buffer view
+        // i needs and read view i+1 for nothing.
+        if (i + 1 < slots_.size()) prefetch_view(i + 1);
+        update(resident, state, lr, steps_);
+        if (masters != nullptr && view.pages.updated) view.pages.updated(resident.master);
       } catch (...) {
         // The step fails (an earlier write-out's error, surfacing at an eviction): view i is
         // given back unwritten, so that the pager stays consistent for whoever handles the error.
+        if (master_acquired) masters->release(view.pages.page, false);
         pager_->release(i, false);
         throw;
       }
+      if (masters != nullptr) masters->release(view.pages.page, true);
       pager_->release(i, true);
     }
     // No flush: the last views' write-outs run on while the caller finishes the step (after_step,
@@ -157,8 +181,27 @@ Optimizer::StateAccess Optimizer::access_state(size_t i) const {
   return StateAccess(pager_, i, pager_->acquire(i));
 }
 
+Optimizer::StateAccess Optimizer::access_master(size_t i) const {
+  const ShardView& v = view(i);
+  if (v.pages.pager == nullptr) return StateAccess(nullptr, i, {v.master});
+  return StateAccess(v.pages.pager, v.pages.page,
+                     {paged_master(v, v.pages.pager->acquire(v.pages.page))});
+}
+
 void Optimizer::flush_state() const {
   if (pager_ != nullptr) pager_->flush();
+  for (TensorPager* masters : master_pagers_) masters->flush();
+}
+
+void Optimizer::prefetch_view(size_t i) const {
+  pager_->prefetch(i, true);
+  const MasterPages& pages = slots_[i].view.pages;
+  if (pages.pager != nullptr) pages.pager->prefetch(pages.page, true);
+}
+
+Tensor Optimizer::paged_master(const ShardView& view, const std::vector<Tensor>& page) {
+  return Tensor::from_storage(page.front().storage(), page.front().offset_bytes(),
+                              view.master.shape(), DType::kF32, view.master.name());
 }
 
 void Optimizer::prefetch_state() const {
@@ -167,26 +210,7 @@ void Optimizer::prefetch_state() const {
   // Waiting, where it must, for the last step's write-outs of the buffers it takes (issued
   // before the caller's after_step and logging, they are mostly done), so that every buffer
   // holds a read running through forward and backward.
-  for (size_t i = 0; i < slots_.size(); ++i) pager_->prefetch(i, true);
-}
-
-Optimizer::StateAccess::StateAccess(StateAccess&& other) noexcept
-    : pager_(other.pager_),
-      view_(other.view_),
-      tensors_(std::move(other.tensors_)),
-      written_(other.written_) {
-  other.pager_ = nullptr;
-}
-
-Optimizer::StateAccess::~StateAccess() {
-  if (pager_ == nullptr) return;
-  tensors_.clear();
-  try {
-    pager_->release(view_, written_);
-  } catch (const std::exception& e) {
-    // A destructor cannot throw: the write-out's error also reaches the next flush.
-    ZS_LOG_ERROR("optimizer state of view {}: {}", view_, e.what());
-  }
+  for (size_t i = 0; i < slots_.size(); ++i) prefetch_view(i);
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {

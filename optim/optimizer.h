@@ -28,6 +28,12 @@
 // then refuse (there are no resident tensors to hand out); access_state() works either way and is
 // what checkpoints use.
 //
+// Paged masters (runtime/shard_view.h's MasterPages: the sharding engine keeps the masters on
+// NVMe with the state): a view's master is read in beside its state (the same order: read i+1
+// while updating i while writing i-1), updated in the page, handed to the view's `updated` and
+// written out. Paged masters need paged state. access_master() is the master's access for
+// checkpoints, resident or paged; flush_state() flushes the masters' pagers too.
+//
 // Thread-safety: none; one optimizer per rank, used from the rank's compute thread. Inside
 // step() the loops use the calling thread's OpenMP team (its intra-op threads).
 #pragma once
@@ -74,27 +80,11 @@ class Optimizer {
 
   // View i's state tensors, resident while the object lives (paged state is read in, and written
   // back at destruction if mark_written() was called); resident state is simply handed out.
-  class StateAccess {
-   public:
-    ~StateAccess();
-    StateAccess(StateAccess&& other) noexcept;
-    StateAccess(const StateAccess&) = delete;
-    StateAccess& operator=(const StateAccess&) = delete;
-    StateAccess& operator=(StateAccess&&) = delete;
-    const std::vector<Tensor>& tensors() const { return tensors_; }
-    // The tensors were changed (a checkpoint loaded into them): paged state is written back.
-    void mark_written() { written_ = true; }
-
-   private:
-    friend class Optimizer;
-    StateAccess(TensorPager* pager, size_t view, std::vector<Tensor> tensors)
-        : pager_(pager), view_(view), tensors_(std::move(tensors)) {}
-    TensorPager* pager_;
-    size_t view_;
-    std::vector<Tensor> tensors_;
-    bool written_ = false;
-  };
+  using StateAccess = PageAccess;
   StateAccess access_state(size_t i) const;
+  // View i's master as the one tensor of a StateAccess (paged: read in, and written back at its
+  // destruction if mark_written() was called; resident: the master itself).
+  StateAccess access_master(size_t i) const;
   // Whether the state lives in a TensorPager (not resident).
   bool paged() const { return pager_ != nullptr; }
   // Waits for the pager's write-outs (a checkpoint load's): no-op for resident state.
@@ -135,12 +125,17 @@ class Optimizer {
   };
   void add_slot(ShardView view, bool grad_from_autograd);
   Tensor resolved_grad(const Slot& slot) const;
+  // Paged state: starts reading view i's state (and its paged master) into the pagers' buffers.
+  void prefetch_view(size_t i) const;
+  // A paged master's page as a tensor of the view's master shape.
+  static Tensor paged_master(const ShardView& view, const std::vector<Tensor>& page);
 
   const char* kind_;
   std::vector<std::string> state_names_;
   std::vector<Slot> slots_;
   std::vector<GradientGate*> gates_;  // the views' distinct gates (none for autograd parameters)
   TensorPager* pager_ = nullptr;
+  std::vector<TensorPager*> master_pagers_;  // the views' distinct master pagers (paged masters)
   int64_t steps_ = 0;
 };
 

@@ -51,7 +51,9 @@ void check_shard_view(const ShardView& view, const char* who) {
   ZS_CHECK(view.grad.numel() == view.master.numel(), what, ": the gradient shard ",
            view.grad.describe(), " has ", view.grad.numel(), " elements, the master shard ",
            view.master.describe(), " has ", view.master.numel(), "; they must match");
-  ZS_CHECK(view.master.numel() == 0 || view.grad.raw_device_data() != view.master.raw_device_data(),
+  // (A paged master, or a slice of one, has no memory here: it cannot be the gradient's.)
+  ZS_CHECK(view.master.numel() == 0 || view.master.storage()->is_released() ||
+               view.grad.raw_device_data() != view.master.raw_device_data(),
            what,
            ": the gradient and the master shard are the same memory; give the gradient its own "
            "buffer");

@@ -125,12 +125,22 @@ void CpuAllocator::empty_cache_locked() {
 
 std::shared_ptr<Storage> Storage::create(Allocator& allocator, size_t nbytes,
                                          MemoryCategory category, std::string name) {
-  return std::shared_ptr<Storage>(new Storage(allocator, nbytes, category, std::move(name)));
+  return std::shared_ptr<Storage>(new Storage(allocator, nbytes, category, std::move(name), true));
 }
 
-Storage::Storage(Allocator& allocator, size_t nbytes, MemoryCategory category, std::string name)
+std::shared_ptr<Storage> Storage::create_released(Allocator& allocator, size_t nbytes,
+                                                  MemoryCategory category, std::string name) {
+  return std::shared_ptr<Storage>(new Storage(allocator, nbytes, category, std::move(name), false));
+}
+
+Storage::Storage(Allocator& allocator, size_t nbytes, MemoryCategory category, std::string name,
+                 bool allocate)
     : allocator_(&allocator), nbytes_(nbytes), category_(category), name_(std::move(name)) {
-  data_ = allocator_->allocate(nbytes_, category_, name_);
+  if (allocate) {
+    data_ = allocator_->allocate(nbytes_, category_, name_);
+  } else {
+    released_ = true;
+  }
 }
 
 Storage::~Storage() {

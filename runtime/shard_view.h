@@ -23,12 +23,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "runtime/tensor_pager.h"
 
 namespace zs {
 
@@ -60,6 +62,20 @@ class GradientGate {
   virtual void stepped() = 0;
 };
 
+// Where a view's master is when it is not resident (optimizer offload to NVMe: ShardedModel
+// pages the masters, sharding/sharded_model.h). The view's `master` is then a handle with the
+// master's shape and a released storage (Storage::create_released: no memory, a data access is
+// a ReleasedTensor error naming it), and the values are page `page` of `pager` (its one fp32
+// tensor, master.numel() elements). Who reads or writes the master (an optimizer's step, a
+// checkpoint) acquires that page and releases it, dirty when written. `updated` is called by an
+// optimizer with the resident page right after it updated the master, so that the master's
+// owner refreshes its compute copy from it without reading it back from the disk.
+struct MasterPages {
+  TensorPager* pager = nullptr;  // null: the master is resident
+  size_t page = 0;
+  std::function<void(const Tensor& master)> updated;
+};
+
 struct ShardView {
   ShardView() = default;
   ShardView(std::string name, Tensor master, Tensor grad, std::vector<ShardSegment> segments,
@@ -76,6 +92,7 @@ struct ShardView {
   Tensor grad;    // fp32, master.numel() elements; read only, except by clipping and unscaling
   std::vector<ShardSegment> segments;
   std::shared_ptr<GradientGate> gate;  // null: unchecked
+  MasterPages pages;                   // pages.pager null: `master` is resident
 };
 
 }  // namespace zs

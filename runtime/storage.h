@@ -23,6 +23,11 @@ class Storage {
   // (e.g. "unit blocks.3 gathered params") in errors and the memory timeline.
   static std::shared_ptr<Storage> create(Allocator& allocator, size_t nbytes,
                                          MemoryCategory category, std::string name);
+  // A storage that starts released: a size and no memory until materialize() — the handle of
+  // values that live elsewhere (a paged master, runtime/shard_view.h), whose data() is a
+  // ReleasedTensor error naming it.
+  static std::shared_ptr<Storage> create_released(Allocator& allocator, size_t nbytes,
+                                                  MemoryCategory category, std::string name);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -44,7 +49,8 @@ class Storage {
   void materialize();
 
  private:
-  Storage(Allocator& allocator, size_t nbytes, MemoryCategory category, std::string name);
+  Storage(Allocator& allocator, size_t nbytes, MemoryCategory category, std::string name,
+          bool allocate);
 
   Allocator* allocator_;
   void* data_ = nullptr;

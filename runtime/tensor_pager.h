@@ -18,12 +18,18 @@
 // releasing is an error the pager names. A user of other dtypes keeps bytes in the fp32 tensors
 // (a 16-bit shard of n elements in n / 2 of them).
 //
+// PageAccess holds one view's tensors resident for a scope: acquired from a pager (given back at
+// its end, written out if mark_written() was called), or a resident user's own tensors (pager
+// null: nothing to give back). Its users: the optimizer's state and master access
+// (optim/optimizer.h), the sharding engine's paged masters (sharding/sharded_model.h).
+//
 // Thread-safety: one user uses its pager from one thread at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -42,6 +48,28 @@ class TensorPager {
   virtual void flush() = 0;
   // Human-readable: where the tensors live ("NVMe: 2 files under /mnt/nvme, io_uring").
   virtual std::string describe() const = 0;
+};
+
+class PageAccess {
+ public:
+  // `pager` null: `tensors` are resident and nothing is given back; else view `view` of `pager`,
+  // acquired by the caller, is released by this object.
+  PageAccess(TensorPager* pager, size_t view, std::vector<Tensor> tensors)
+      : pager_(pager), view_(view), tensors_(std::move(tensors)) {}
+  ~PageAccess();
+  PageAccess(PageAccess&& other) noexcept;
+  PageAccess(const PageAccess&) = delete;
+  PageAccess& operator=(const PageAccess&) = delete;
+  PageAccess& operator=(PageAccess&&) = delete;
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  // The tensors were changed: a paged view is written back at the end.
+  void mark_written() { written_ = true; }
+
+ private:
+  TensorPager* pager_;
+  size_t view_;
+  std::vector<Tensor> tensors_;
+  bool written_ = false;
 };
 
 }  // namespace zs

@@ -41,7 +41,8 @@ struct ShardedModel::Unit : UnitPlan {
   // fp32: grad; stage 1 in fp32 with kPerStep: sum); later micro-batches compute into a
   // temporary that is added to it.
   Tensor first_grad;
-  Tensor host_grad;  // optimizer offload: the host copy of grad that the optimizer reads
+  Tensor host_grad;  // optimizer offload: the host copy of grad that the optimizer reads (paged
+                     // masters on a host-visible device: grad itself)
   Tensor reduced;    // the collective's output when it cannot write into grad directly
   std::vector<comm::WorkPtr> reductions;  // this micro-batch's gradient collectives in flight
   // Hybrid, per micro-batch: its reduce-scatter was launched and its all-reduce across the
@@ -50,9 +51,12 @@ struct ShardedModel::Unit : UnitPlan {
   comm::WorkPtr across_groups;
   comm::WorkPtr gathering;  // a prefetch in flight
   size_t full_bytes = 0;
-  bool stays_gathered = false;            // StagePolicy::stays_gathered
-  bool checkpointed = false;              // ShardingConfig::checkpoint_every
-  bool offloaded = false;                 // its shard lives off the device (offload_params)
+  bool stays_gathered = false;  // StagePolicy::stays_gathered
+  bool checkpointed = false;    // ShardingConfig::checkpoint_every
+  bool offloaded = false;       // its shard lives off the device (offload_params)
+  // Paged masters: the optimizer's step refreshed the compute copy from the updated master (the
+  // view's MasterPages::updated); after_step does not read the master again.
+  bool compute_copy_fresh = false;
   size_t index = 0;                       // in units_ (what the unit order check compares)
   SteadyClock::time_point compute_since;  // tracing: when its forward or backward began
 };
@@ -71,7 +75,7 @@ const char* ddp_sync_name(DdpSync sync) {
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                            const ShardingConfig& config, Allocator* optimizer_host,
-                           TensorPager* param_pager)
+                           TensorPager* param_pager, TensorPager* master_pager)
     : root_(root),
       comm_(comm),
       shard_comm_(&comm),
@@ -79,6 +83,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       allocator_(allocator),
       host_(optimizer_host),
       param_pager_(param_pager),
+      master_pager_(master_pager),
       config_(config),
       policy_(StagePolicy::make(config.stage, config.hybrid_group > 0,
                                 config.hybrid_group > 0 ? config.hybrid_group : comm.size(),
@@ -103,6 +108,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   ZS_CHECK(host_ == nullptr || host_->host_visible(),
            "sharding: the optimizer offload allocator must give host-visible memory (the "
            "optimizer's CPU loops update it)");
+  ZS_CHECK(master_pager_ == nullptr || host_ != nullptr,
+           "sharding: paged masters are part of optimizer offload (to NVMe); pass the host tier's "
+           "allocator too");
   if (config.offload_params != ParamOffload::kNone) {
     const char* where = param_offload_name(config.offload_params);
     ZS_CHECK(policy_.requested_stage == 3, "sharding: parameter offload (", where,
@@ -218,6 +226,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   // holding param_dtype bytes: a shard is a multiple of the alignment, so of 2 elements), before
   // the loop below first writes them.
   std::vector<int64_t> pages;
+  std::vector<int64_t> master_pages;  // paged masters: each unit's master
   for (auto& unit_ptr : units_) {
     Unit& u = *unit_ptr;
     u.padded = padded_numel(u.numel, world, config.alignment);
@@ -227,8 +236,10 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     u.offloaded = config.offload_params != ParamOffload::kNone && !u.stays_gathered;
     const int64_t shard_bytes = u.shard * static_cast<int64_t>(param_size);
     pages.push_back(u.offloaded ? (shard_bytes + 3) / 4 : 0);
+    master_pages.push_back(policy_.master_numel(u.padded, u.shard));
   }
   if (param_pager_) param_pager_->attach(pages, 1);
+  if (master_pager_) master_pager_->attach(master_pages, 1);
 
   std::set<uint32_t> streams;
   for (auto& unit_ptr : units_) {
@@ -264,7 +275,16 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     // (and in fp32 the master) live there, so after_step's all-gathers are in place and no
     // separate copy of the rank's slice exists.
     const bool shard_in_full = policy_.masters_sharded && u.stays_gathered;
-    if (host_) {
+    if (master_pager_) {
+      // Paged masters: a handle with the master's shape and no memory; the values are the unit's
+      // page of the master pager (see "Paged masters" in the header).
+      const int64_t numel = policy_.master_numel(u.padded, u.shard);
+      const std::string name = "unit " + u.name + " master (paged)";
+      u.master = Tensor::from_storage(
+          Storage::create_released(*host_, static_cast<size_t>(numel) * sizeof(float),
+                                   MemoryCategory::kMasterWeights, name),
+          0, {numel}, DType::kF32, name);
+    } else if (host_) {
       // Offload: the master is the host tier's, in fp32 too (see the header).
       u.master = Tensor::zeros({policy_.master_numel(u.padded, u.shard)}, DType::kF32, *host_,
                                MemoryCategory::kMasterWeights, "unit " + u.name + " master (host)");
@@ -284,14 +304,18 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
                                "unit " + u.name + " master shard");
     }
     // The init rule writes host memory: on a device, fill a zeroed host copy of the master and
-    // upload it once (Tensor::copy_from: synchronous, at construction only).
-    const bool stage_init = !u.master.is_host_visible();
+    // upload it once (Tensor::copy_from: synchronous, at construction only). A paged master is
+    // written into its page, held until the compute copy below was made from it.
+    PageAccess held_master = master_of(u, /*overwrite=*/true);
+    const Tensor& master_values = held_master.tensors().front();
+    const bool stage_init = !master_values.is_host_visible();
     std::vector<float> host_master;
     if (stage_init) host_master.assign(static_cast<size_t>(u.master.numel()), 0.0f);
-    float* master = stage_init ? host_master.data() : u.master.data<float>();
-    // (Tensor::zeros made the separate shards; stage 0's master and a master in the slot of the
-    // uninitialized full buffer start from zeros here.)
-    if ((!policy_.masters_sharded || u.master.storage() == u.full_storage) && !stage_init) {
+    float* master = stage_init ? host_master.data() : master_values.data<float>();
+    // (Tensor::zeros made the separate shards; stage 0's master, a master in the slot of the
+    // uninitialized full buffer and a page start from zeros here.)
+    if ((!policy_.masters_sharded || u.master.storage() == u.full_storage || master_pager_) &&
+        !stage_init) {
       std::fill(master, master + u.master.numel(), 0.0f);
     }
     ShardView local;
@@ -330,9 +354,16 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         u.first_grad = u.sum;
       }
     }
-    if (host_) {
+    if (host_ && master_pager_ && u.grad.is_host_visible()) {
+      // Paged masters where the device's memory is host memory (the CPU device): the step reads
+      // the gradient shard where it was reduced; a host copy would only add 4 bytes per element
+      // of the rank's shard to what the host holds.
+      u.host_grad = u.grad;
+    } else if (host_) {
       u.host_grad = Tensor::zeros({u.grad.numel()}, DType::kF32, *host_, MemoryCategory::kGradients,
                                   "unit " + u.name + " grads (host)");
+    }
+    if (host_) {
       // Only the units whose compute copy is uploaded from the host stage their cast there.
       const int64_t staged = fp32_params || u.offloaded ? 0 : u.master.numel();
       if (staged > (host_staging_.defined() ? host_staging_.numel() : 0)) {
@@ -343,6 +374,15 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
     local.master = u.master;
     local.grad = host_ ? u.host_grad : u.grad;
+    Unit* unit = &u;
+    if (master_pager_) {
+      local.pages.pager = master_pager_;
+      local.pages.page = u.index;
+      local.pages.updated = [this, unit](const Tensor& updated) {
+        refresh_compute_copy(*unit, updated);
+        unit->compute_copy_fresh = true;
+      };
+    }
     shards_.push_back(local);
 
     // Compute copies: stage 0 casts the master into the full buffer; stages 1–3 keep the slice
@@ -351,13 +391,14 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     // is that copy, unless it lives on the host (offload).
     const bool master_computes = fp32_params && !host_;
     if (u.offloaded) {
-      // Parameter offload: the shard in the host tier (in fp32 the host master itself); with
-      // kNvme none here, the pager holds it.
+      // Parameter offload: the shard in the host tier (in fp32 the host master itself, unless
+      // the masters are paged); with kNvme none here, the pager holds it.
       if (config.offload_params == ParamOffload::kHost) {
         u.compute_shard =
-            fp32_params ? u.master
-                        : Tensor::empty({u.shard}, param_dtype, *host_, MemoryCategory::kParameters,
-                                        "unit " + u.name + " shard (host)");
+            fp32_params && !master_pager_
+                ? u.master
+                : Tensor::empty({u.shard}, param_dtype, *host_, MemoryCategory::kParameters,
+                                "unit " + u.name + " shard (host)");
       }
     } else if (shard_in_full) {
       u.compute_shard = master_computes ? u.master : shard_comm_->rank_slice(u.full);
@@ -367,7 +408,8 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
                           : Tensor::empty({u.shard}, param_dtype, allocator,
                                           MemoryCategory::kParameters, "unit " + u.name + " shard");
     }
-    refresh_compute_copy(u);
+    refresh_compute_copy(u, master_values);
+    held_master.mark_written();
     if (!u.stays_gathered) {
       u.full_storage->release();
     } else if (policy_.masters_sharded) {
@@ -379,7 +421,6 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     }
 
     // Boundaries around the unit's forward.
-    Unit* unit = &u;
     u.module->add_pre_hook([this, unit](models::Module& module, const Tensor&) {
       if (&module == &root_) {  // a new forward pass
         step_order_->forward(grad_enabled());
@@ -673,16 +714,24 @@ Tensor ShardedModel::load_offloaded_shard(Unit& u) {
   return slot;
 }
 
-void ShardedModel::store_offloaded_shard(Unit& u) {
+void ShardedModel::store_offloaded_shard(Unit& u, const Tensor& master) {
   if (!param_pager_) {
-    // In fp32 the host shard is the master the optimizer just updated.
-    if (u.compute_shard.storage() != u.master.storage()) ops::copy_(u.compute_shard, u.master);
+    // In fp32 the host shard is the master the optimizer just updated (unless it is paged).
+    if (u.compute_shard.storage() != master.storage()) ops::copy_(u.compute_shard, master);
     return;
   }
   const std::vector<Tensor> pages = param_pager_->acquire_for_overwrite(u.index);
   ops::copy_(page_as(pages.front(), u.shard, config_.param_dtype, "unit " + u.name + " shard"),
-             u.master);
+             master);
   param_pager_->release(u.index, /*dirty=*/true);
+}
+
+PageAccess ShardedModel::master_of(Unit& u, bool overwrite) {
+  if (!master_pager_) return PageAccess(nullptr, 0, {u.master});
+  const std::vector<Tensor> page =
+      overwrite ? master_pager_->acquire_for_overwrite(u.index) : master_pager_->acquire(u.index);
+  return PageAccess(master_pager_, u.index,
+                    {page_as(page.front(), u.master.numel(), DType::kF32, u.master.name())});
 }
 
 void ShardedModel::gather(Unit& u) {
@@ -926,35 +975,40 @@ void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
   u.reductions.push_back(shard_comm_->scatter(gathered, send, 0, options));
 }
 
-void ShardedModel::upload_compute_copy(Unit& u) {
+void ShardedModel::upload_compute_copy(Unit& u, const Tensor& master) {
   const Tensor& target = policy_.masters_sharded ? u.compute_shard : u.full;
   if (config_.param_dtype == DType::kF32) {
-    target.copy_from_host(u.master.raw_data());
+    target.copy_from_host(master.raw_data());
     return;
   }
   // Cast on the host (the same cast as on the device path: ops::copy_), then one copy of the
   // compute-dtype bytes.
-  const Tensor staged = Tensor::from_storage(host_staging_.storage(), 0, {u.master.numel()},
+  const Tensor staged = Tensor::from_storage(host_staging_.storage(), 0, {master.numel()},
                                              config_.param_dtype, "unit " + u.name + " to upload");
-  ops::copy_(staged, u.master);
+  ops::copy_(staged, master);
   target.copy_from_host(staged.raw_data());
 }
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
+  const PageAccess master = master_of(u, /*overwrite=*/false);
+  refresh_compute_copy(u, master.tensors().front());
+}
+
+void ShardedModel::refresh_compute_copy(Unit& u, const Tensor& master) {
   if (u.offloaded) {
     TraceScope storing(collective_spans_.trace(), TraceLane::kIo, "store offloaded shard");
-    store_offloaded_shard(u);
+    store_offloaded_shard(u, master);
     return;
   }
   if (host_) {
-    upload_compute_copy(u);
+    upload_compute_copy(u, master);
     return;
   }
   if (config_.param_dtype == DType::kF32) return;  // the compute copy is the master itself
   if (!policy_.masters_sharded) {
-    ops::copy_(u.full, u.master);
+    ops::copy_(u.full, master);
   } else {
-    ops::copy_(u.compute_shard, u.master);
+    ops::copy_(u.compute_shard, master);
   }
 }
 
@@ -1004,7 +1058,9 @@ void ShardedModel::finish_backward() {
     }
     // Offload: this unit's gradient shard to the host, now that it holds the step's sum so far
     // (on a device: a synchronous copy on the compute stream, after the accumulation).
-    if (host_) u->grad.copy_to_host(u->host_grad.raw_data());
+    if (host_ && u->host_grad.storage() != u->grad.storage()) {
+      u->grad.copy_to_host(u->host_grad.raw_data());
+    }
   }
   accumulating_ = true;
   collective_spans_.record_completed();
@@ -1015,10 +1071,10 @@ void ShardedModel::finish_backward() {
 void ShardedModel::after_step() {
   step_order_->after_step();
   accumulating_ = false;
-  refresh_full_parameters();
+  refresh_full_parameters(/*after_optimizer=*/true);
 }
 
-void ShardedModel::refresh_full_parameters() {
+void ShardedModel::refresh_full_parameters(bool after_optimizer) {
   // Stages 1/2 keep full parameters: gather the updated slices. Stage 3 does the same for the
   // units that are gathered now (the small units it keeps gathered); the others are gathered
   // when next used.
@@ -1029,7 +1085,7 @@ void ShardedModel::refresh_full_parameters() {
       u->gathering = nullptr;
     }
     if (u->offloaded) continue;  // below
-    refresh_compute_copy(*u);
+    refresh_from_master(*u, after_optimizer);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
       works.push_back(issue_gather(*u));
     }
@@ -1039,7 +1095,7 @@ void ShardedModel::refresh_full_parameters() {
   for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
     Unit& u = **it;
     if (!u.offloaded) continue;
-    refresh_compute_copy(u);
+    refresh_from_master(u, after_optimizer);
     if (policy_.gather_after_step && !u.full_storage->is_released()) {  // still gathered
       works.push_back(issue_gather(u));
     }
@@ -1079,10 +1135,12 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
       Tensor stage =
           Tensor::empty({u->master.numel()}, DType::kF32, staging, MemoryCategory::kWorkspace,
                         "unit " + u->name + " loaded master");
-      if (on_device_) {
-        stage.copy_from(u->master.to_vector());
+      const PageAccess held = master_of(*u, /*overwrite=*/false);
+      const Tensor& master = held.tensors().front();
+      if (on_device_ && !master.is_host_visible()) {
+        stage.copy_from(master.to_vector());
       } else {
-        ops::copy_(stage, u->master);
+        ops::copy_(stage, master);
       }
       float* owned = stage.data<float>();
       const int64_t own_begin = u->own_begin;
@@ -1127,28 +1185,32 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   ZS_CHECK(failed_rank == comm_.size(), "load_full_parameters: the fill failed on rank ",
            failed_rank, " (its error says why); no parameter was changed on any rank");
   for (size_t k = 0; k < units_.size(); ++k) {
-    if (on_device_) {
-      units_[k]->master.copy_from(staged[k].to_vector());
+    PageAccess held = master_of(*units_[k], /*overwrite=*/true);
+    const Tensor& master = held.tensors().front();
+    if (on_device_ && !master.is_host_visible()) {
+      master.copy_from(staged[k].to_vector());
     } else {
-      ops::copy_(units_[k]->master, staged[k]);
+      ops::copy_(master, staged[k]);
     }
+    held.mark_written();
   }
   staged.clear();
-  refresh_full_parameters();
+  refresh_full_parameters(/*after_optimizer=*/false);
 }
 
 void ShardedModel::visit_full_parameters(const ParameterVisit& visit) {
   std::exception_ptr error;
   for (const auto& u : units_) {
-    Tensor full = u->master;  // stage 0: the whole flat fp32 master
+    const PageAccess held = master_of(*u, /*overwrite=*/false);
+    Tensor full = held.tensors().front();  // stage 0: the whole flat fp32 master
     if (policy_.masters_sharded) {
       // The collective moves tensors on the communicator's device: an offloaded master goes
       // there first on a GPU (on the CPU device host memory is that device's).
-      Tensor source = u->master;
+      Tensor source = held.tensors().front();
       if (on_device_ && host_) {
         source = Tensor::empty({u->master.numel()}, DType::kF32, allocator_,
                                MemoryCategory::kCommBuffers, "unit " + u->name + " master");
-        source.copy_from_host(u->master.raw_data());
+        source.copy_from_host(held.tensors().front().raw_data());
       }
       full = Tensor::empty({u->padded}, DType::kF32, allocator_, MemoryCategory::kCommBuffers,
                            "unit " + u->name + " gathered masters");
@@ -1197,6 +1259,13 @@ std::pair<int64_t, int64_t> ShardedModel::master_range(size_t unit, int world_ra
   return {begin, begin + policy_.master_numel(u.padded, u.shard)};
 }
 
-void ShardedModel::refresh_from_masters() { refresh_full_parameters(); }
+void ShardedModel::refresh_from_masters() { refresh_full_parameters(/*after_optimizer=*/false); }
+
+void ShardedModel::refresh_from_master(Unit& u, bool after_optimizer) {
+  // Paged masters: the optimizer's step already refreshed the compute copy from the page it
+  // updated; any other caller (a restore, a load) wrote the master itself, so it is read again.
+  if (!(after_optimizer && u.compute_copy_fresh)) refresh_compute_copy(u);
+  u.compute_copy_fresh = false;
+}
 
 }  // namespace zs::sharding

@@ -216,6 +216,20 @@
 // "shard" is the whole unit and its collectives are over one rank, so that the parameters can
 // leave the device; hybrid groups of one rank are refused (they would run stage 0).
 //
+// Paged masters (optimizer offload to NVMe: ZeRO-Infinity keeps the fp32 masters on NVMe with
+// the optimizer state). With a master pager (runtime/tensor_pager.h) the masters are not in the
+// host tier: each unit's is one page of the pager, and local_shards()' masters are handles
+// without memory that name their page (runtime/shard_view.h's MasterPages). The optimizer reads
+// each master in beside its state, updates it and hands it to the view's `updated`, which
+// refreshes the unit's compute copy from it (the cast, the upload or the parameter shard's
+// store) before the page is written out, so after_step() does not read the masters again.
+// Everything else that reads or writes masters (construction's init, load_full_parameters,
+// visit_full_parameters, refresh_from_masters after a restore) goes through the pager, a unit at
+// a time. Where the device's memory is host memory (the CPU device) the optimizer then reads
+// the gradient shard where it was reduced instead of a host copy, so a rank's host holds no
+// per-element model state at all; on a GPU the host copy stays. The same update of the same
+// values: the bits equal the run with the masters in the host tier.
+//
 // Not thread-safe: one ShardedModel per rank, used by its thread.
 #pragma once
 
@@ -354,9 +368,12 @@ class ShardedModel {
   // 1–3 (InvalidArgument otherwise).
   // `param_pager`: ShardingConfig::offload_params == kNvme — where the shards live (the rank's
   // NVMe tier, offload/nvme_pager.h); it must outlive this object; null otherwise.
+  // `master_pager`: paged masters (optimizer offload to NVMe, with `optimizer_host`) — where the
+  // masters live (the rank's NVMe tier); it must outlive this object and the optimizer; null
+  // keeps them in the host tier.
   ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                const ShardingConfig& config, Allocator* optimizer_host = nullptr,
-               TensorPager* param_pager = nullptr);
+               TensorPager* param_pager = nullptr, TensorPager* master_pager = nullptr);
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -504,7 +521,15 @@ class ShardedModel {
   // Stage 0 with DdpSync::kGatherScatter: the gradient average of `send` through rank 0.
   void gather_reduce_scatter(Unit& unit, const Tensor& send,
                              const comm::CollectiveOptions& options);
+  // The compute copy from the unit's master (paged: read in for it), or from `master`, the
+  // master's resident values.
   void refresh_compute_copy(Unit& unit);
+  void refresh_compute_copy(Unit& unit, const Tensor& master);
+  // refresh_full_parameters' refresh of one unit (see Unit::compute_copy_fresh).
+  void refresh_from_master(Unit& unit, bool after_optimizer);
+  // The unit's master resident for a scope: itself, or its page of master_pager_ (read in, or
+  // with `overwrite` not read: for a caller that writes every element and marks it written).
+  PageAccess master_of(Unit& unit, bool overwrite);
   // Stage 0 in fp32: the step's first micro-batch is all-reduced in place in the fp32 gradient.
   bool reduces_in_place() const {
     return !policy_.masters_sharded && config_.param_dtype == DType::kF32 &&
@@ -516,15 +541,16 @@ class ShardedModel {
   // micro-batches (earlier ones were deferred into it), not its own gradient.
   bool reduces_sum() const { return once_per_step_ && accumulating_; }
   // Compute copies from the masters, and the all-gathers of the units kept gathered.
-  void refresh_full_parameters();
+  // `after_optimizer` (after_step): the units the optimizer already refreshed are not read again.
+  void refresh_full_parameters(bool after_optimizer);
   // The stream later kernels run on: the communicator's compute stream (the host on the CPU).
   const comm::StreamRef& compute_stream() const { return shard_comm_->compute_stream(); }
   // Optimizer offload: the host master's values (cast to param_dtype through host_staging_)
   // copied into the device buffer the model computes from.
-  void upload_compute_copy(Unit& unit);
+  void upload_compute_copy(Unit& unit, const Tensor& master);
   // Parameter offload: the unit's shard as the next compute copy, cast from the master into the
   // host tier's shard (kHost) or a pager buffer written out (kNvme).
-  void store_offloaded_shard(Unit& unit);
+  void store_offloaded_shard(Unit& unit, const Tensor& master);
   // Parameter offload: the unit's shard into its slot of the (materialized) full buffer; returns
   // the slot.
   Tensor load_offloaded_shard(Unit& unit);
@@ -542,7 +568,8 @@ class ShardedModel {
   Allocator& allocator_;
   Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
   Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host
-  TensorPager* param_pager_;  // ParamOffload::kNvme: the shards' pages; null otherwise
+  TensorPager* param_pager_;   // ParamOffload::kNvme: the shards' pages; null otherwise
+  TensorPager* master_pager_;  // paged masters (optimizer offload to NVMe); null otherwise
   ShardingConfig config_;
   StagePolicy policy_;
   std::vector<std::unique_ptr<Unit>> units_;

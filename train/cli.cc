@@ -312,8 +312,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
          [&c](const std::string& v) { c.offload_optimizer = parse_offload_target(v); },
          "none (default), host: the fp32 masters and optimizer state of the rank's shard live "
          "in host memory and the optimizer step runs on the CPU (stages 1-3), or nvme: as host, "
-         "with the optimizer state on NVMe under --nvme-path and only --nvme-buffer-count units' "
-         "state in host memory")
+         "with the optimizer state and the fp32 masters on NVMe under --nvme-path and only "
+         "--nvme-buffer-count units' state and masters in host memory")
       ->type_name("WHERE")
       ->group(kReport);
   app.add_option_function<std::string>(
@@ -335,8 +335,9 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
       ->type_name("DIR")
       ->group(kReport);
   app.add_option("--nvme-buffer-count", c.nvme_buffer_count,
-                 "--offload-optimizer nvme: host buffers of one unit's optimizer state each "
-                 "(default 4; 3 or more overlap the disk with the update)")
+                 "--offload-optimizer nvme: host buffers of one unit's optimizer state each, and "
+                 "as many of one unit's master (default 4; 3 or more overlap the disk with the "
+                 "update)")
       ->group(kReport);
   app.add_option("--nvme-direct", c.nvme_direct,
                  "--offload-optimizer nvme: O_DIRECT swap files (default true; false for a "

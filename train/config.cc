@@ -809,7 +809,8 @@ std::string describe(const TrainConfig& c) {
   if (c.device != "cpu") out << ", device " << c.device;
   if (c.offload_optimizer != OffloadTarget::kNone) {
     out << ", optimizer offloaded to the host"
-        << (c.offload_optimizer == OffloadTarget::kNvme ? " (its state on NVMe)" : "");
+        << (c.offload_optimizer == OffloadTarget::kNvme ? " (its state and the masters on NVMe)"
+                                                        : "");
   }
   if (c.offload_param != OffloadTarget::kNone) {
     out << ", parameter shards offloaded to "
@@ -958,6 +959,7 @@ MemoryModelConfig memory_model_config(const TrainConfig& c, int world, int stage
   m.nvme_buffer_count = c.nvme_buffer_count;
   m.offload_params = s.offload_params;
   m.param_buffer_count = c.param_buffer_count;
+  m.device_is_host = c.device == "cpu";
   return m;
 }
 

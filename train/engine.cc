@@ -223,6 +223,13 @@ class RankRun final : private StepRunner {
       host_tier_ = std::make_unique<offload::HostPool>(
           "rank " + std::to_string(comm_.rank()) + " host tier", host);
     }
+    if (plan_.optimizer_state_on_nvme) {
+      // The masters go with the optimizer state (ZeRO-Infinity): a swap file of their own, read
+      // beside the state in the optimizer's step (sharding/sharded_model.h, "Paged masters").
+      master_pager_ = std::make_unique<offload::NvmePager>(
+          nvme_store_options("masters"), host_tier_->allocator(), c_.nvme_buffer_count,
+          *c_.file_system, "master weights", MemoryCategory::kMasterWeights);
+    }
     if (plan_.params_on_nvme) {
       param_pager_ = std::make_unique<offload::NvmePager>(
           nvme_store_options("parameters"), host_tier_->allocator(), c_.param_buffer_count,
@@ -230,7 +237,7 @@ class RankRun final : private StepRunner {
     }
     sharded_ = std::make_unique<sharding::ShardedModel>(
         task_->model(), comm_, compute_, plan_.sharding,
-        host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get());
+        host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get(), master_pager_.get());
     if (param_pager_ && lead_) ZS_LOG_INFO("parameter shards on {}", param_pager_->describe());
     if (!c_.trace.empty()) {
       trace_ = std::make_unique<Trace>(comm_.rank());
@@ -262,7 +269,8 @@ class RankRun final : private StepRunner {
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {
-      ZS_LOG_INFO("optimizer state on {}", state_pager_->describe());
+      ZS_LOG_INFO("optimizer state on {}; master weights on {}", state_pager_->describe(),
+                  master_pager_->describe());
     }
     if (plan_.loss_scaling.dynamic) {
       scaler_ = std::make_unique<optim::DynamicLossScaler>(plan_.loss_scaling.scaler);
@@ -291,7 +299,7 @@ class RankRun final : private StepRunner {
     rank_ = std::make_unique<RankContext>(RankContext{
         c_, data_, comm_, lead_, tracker_, allocator_, compute_, device_.get(), *task_, *sharded_,
         plan_.sharding, seq_, *result_, host_tier_ ? &host_tier_->tracker() : nullptr,
-        state_pager_.get(), param_pager_.get()});
+        state_pager_.get(), param_pager_.get(), master_pager_.get()});
   }
 
   // StepRunner: the data from `first_step` on, and the Trainer over it.
@@ -351,6 +359,9 @@ class RankRun final : private StepRunner {
   // --offload-param nvme: stage 3's parameter shards' swap files and host buffers (host tier);
   // the ShardedModel below uses it.
   std::unique_ptr<offload::NvmePager> param_pager_;
+  // --offload-optimizer nvme: the fp32 masters' swap files and host buffers (host tier); the
+  // ShardedModel and the optimizer below use it.
+  std::unique_ptr<offload::NvmePager> master_pager_;
   // The communicator outlives the rank: after everything declared below is gone (the
   // ShardedModel and its sub-communicators) and before the memory above, also when the
   // constructor or run() throws, it is flushed — collectives still queued or in flight (a

@@ -42,6 +42,7 @@ struct MemArgs {
   int nvme_buffer_count = 4;
   std::string offload_param = "none";
   int param_buffer_count = 4;
+  std::string device = "cpu";
   std::string budget;
   bool no_prefetch = false;
   std::string max_live;
@@ -80,7 +81,8 @@ std::string bytes(uint64_t value) { return format_bytes(static_cast<size_t>(valu
 // What the NVMe tier holds under `config` ("optimizer state", "parameter shards", both, or ""
 // when it is not used).
 std::string nvme_holds(const MemoryModelConfig& config) {
-  std::string holds = config.offload == OffloadKind::kOptimizerNvme ? "optimizer state" : "";
+  std::string holds =
+      config.offload == OffloadKind::kOptimizerNvme ? "optimizer state, master weights" : "";
   if (config.offload_params == sharding::ParamOffload::kNvme) {
     holds += (holds.empty() ? "" : ", ") + std::string("parameter shards");
   }
@@ -143,6 +145,10 @@ MemRun resolve(const MemArgs& a) {
   // The flags become a TrainConfig and take zs-train's one translation (train/config.h), so
   // zs-mem and the engine cannot disagree on what a setting means.
   TrainConfig train;
+  if (a.device != "cpu" && a.device != "cuda") {
+    throw UsageError("--device '" + a.device + "' is not valid: expected cpu or cuda");
+  }
+  train.device = a.device;
   train.precision = parse_flag<DType>("--precision", a.precision, "fp32, fp16 or bf16",
                                       [](const std::string& s) { return parse_precision(s); });
   if (!a.reduce_dtype.empty()) {
@@ -246,11 +252,17 @@ MemRun resolve(const MemArgs& a) {
         "on the CPU");
   } else if (c.offload == OffloadKind::kOptimizerNvme) {
     run.notes.push_back(
-        "optimizer offload with the state on NVMe (zs-train --offload-optimizer nvme): the host "
-        "tier column holds the fp32 masters, the host copy of the gradient shard and " +
+        "optimizer offload to NVMe (zs-train --offload-optimizer nvme): the host tier column "
+        "holds " +
         std::to_string(c.nvme_buffer_count) +
-        " buffers of one unit's optimizer state (--nvme-buffer-count); the NVMe figure is the "
-        "optimizer state in each rank's swap files");
+        " buffers of one unit's optimizer state and as many of its fp32 master "
+        "(--nvme-buffer-count)" +
+        (c.device_is_host ? std::string()
+                          : std::string(" and the host copy of the gradient shard")) +
+        "; the NVMe figure is the optimizer state and the masters in each rank's swap files" +
+        (c.device_is_host ? std::string(" (--device cpu: the step reads the gradient shard "
+                                        "where it was reduced, no host copy)")
+                          : std::string()));
   }
   return run;
 }
@@ -503,9 +515,13 @@ int mem_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                  "more; rows of stages 2/3 reduce per micro-batch regardless)");
   app.add_option("--offload", a.offload,
                  "none (default), optimizer (masters + state on host) or optimizer-nvme "
-                 "(masters on host, state on NVMe)");
+                 "(masters + state on NVMe)");
+  app.add_option("--device", a.device,
+                 "cpu (default) or cuda: where zs-train computes (with --offload optimizer-nvme "
+                 "a GPU's host tier keeps a copy of the gradient shard, the CPU's does not)");
   app.add_option("--nvme-buffer-count", a.nvme_buffer_count,
-                 "with --offload optimizer-nvme: host buffers of one unit's state (default 4)")
+                 "with --offload optimizer-nvme: host buffers of one unit's state, and as many "
+                 "of its master (default 4)")
       ->check(CLI::Range(1, 64));
   app.add_option("--offload-param", a.offload_param,
                  "none (default), host or nvme: stage 3's parameter shards off the device "

@@ -497,17 +497,23 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
     uint64_t largest_master = 0;  // of every unit: the NVMe state's buffers
     uint64_t largest_staged = 0;  // of the units whose compute copy is uploaded from the host
     uint64_t largest_page = 0;    // kNvme: the largest offloaded shard's bytes in the store
+    const bool nvme = config.offload == OffloadKind::kOptimizerNvme;
     for (size_t u = 0; u < units.size(); ++u) {
       const uint64_t master_numel = static_cast<uint64_t>(policy.master_numel(
           static_cast<int64_t>(sizes.padded[u]), static_cast<int64_t>(sizes.shard[u])));
-      estimate.host[kMaster] += 4 * master_numel;
-      estimate.host[kGrads] += 4 * master_numel;
+      if (nvme) {
+        estimate.nvme += round_up_nvme(4 * master_numel);  // the paged master
+      } else {
+        estimate.host[kMaster] += 4 * master_numel;
+      }
+      if (!(nvme && config.device_is_host)) estimate.host[kGrads] += 4 * master_numel;
       if (offloaded[u]) {
         // The pager keeps a shard's param_dtype bytes in whole fp32 elements.
         const uint64_t shard_bytes = sizes.shard[u] * sizes.p;
         const uint64_t page = round_up_nvme((shard_bytes + 3) / 4 * 4);
         if (config.offload_params == sharding::ParamOffload::kHost) {
-          estimate.host[kParams] += fp32_params ? 0 : shard_bytes;
+          // (In fp32 the shard is the host master, unless the masters are paged.)
+          estimate.host[kParams] += fp32_params && !nvme ? 0 : shard_bytes;
         } else {
           estimate.nvme += page;
           largest_page = std::max(largest_page, page);
@@ -522,10 +528,14 @@ MemoryEstimate estimate_memory(const std::vector<MemoryUnit>& units,
         estimate.nvme += state_bytes / 4 * round_up_nvme(4 * master_numel);
       }
     }
-    if (config.offload == OffloadKind::kOptimizerNvme && state_bytes > 0) {
+    if (nvme && state_bytes > 0) {
       estimate.host[kOptim] =
           static_cast<uint64_t>(config.nvme_buffer_count) *
           (state_bytes / 4 * round_up_nvme(4 * largest_master) + kNvmeAlignment);
+    }
+    if (nvme) {
+      estimate.host[kMaster] = static_cast<uint64_t>(config.nvme_buffer_count) *
+                               (round_up_nvme(4 * largest_master) + kNvmeAlignment);
     }
     if (!fp32_params) estimate.host[kParams] += largest_staged * sizes.p;
     if (largest_page > 0) {

@@ -58,14 +58,18 @@
 // gradient shard (4M), M = the rank's master elements; with p < 4 one param_dtype staging buffer
 // of the largest unit's M (parameters). The host tier allocates nothing during a step, so `host`
 // is both its steady bytes and its peak, exactly. With the state on NVMe (kOptimizerNvme,
-// zs-train --offload-optimizer nvme) the host tier's optimizer_state is the pager's buffers
-// instead — nvme_buffer_count × (each state tensor of the largest unit, rounded up to 4 KiB, and
-// 4 KiB of alignment slack) — and `nvme` holds the state, each unit's tensors rounded up to 4 KiB
-// (offload/nvme_pager.h).
+// zs-train --offload-optimizer nvme) the masters go to NVMe with the state (ShardedModel's paged
+// masters): the host tier's optimizer_state and master_weights are the two pagers' buffers —
+// nvme_buffer_count × (each state tensor, or the master, of the largest unit, rounded up to 4 KiB,
+// and 4 KiB of alignment slack) — and `nvme` holds the state and the masters, each unit's tensors
+// rounded up to 4 KiB (offload/nvme_pager.h). Where the device's memory is host memory
+// (device_is_host: the CPU device) the host tier then holds no gradient copy either (the step
+// reads the shard where it was reduced); on a GPU it keeps the 4M copy.
 //
 // Parameter offload (offload_params, stage 3 with an optimizer offload): the units released
 // after use hold no parameter shard on the device (only while gathered). With kHost the host
-// tier holds each one's shard in param_dtype (S·p; none in fp32, where it is the host master);
+// tier holds each one's shard in param_dtype (S·p; none in fp32, where it is the host master,
+// unless the masters are on NVMe);
 // with kNvme the NVMe tier holds it (S·p rounded up to 4 KiB per unit) and the host tier
 // param_buffer_count buffers of the largest such shard (rounded up to 4 KiB, plus 4 KiB of
 // slack), as parameters. The staging buffer is then the largest master of the units that are
@@ -149,6 +153,9 @@ struct MemoryModelConfig {
   // --nvme-param-buffer-count).
   sharding::ParamOffload offload_params = sharding::ParamOffload::kNone;
   int param_buffer_count = 4;
+  // The device's memory is host memory (zs-train --device cpu; false for cuda): with
+  // kOptimizerNvme the host tier keeps no copy of the gradient shard.
+  bool device_is_host = true;
 };
 
 // Bytes per memory category.

@@ -13,6 +13,14 @@ Tensor RankContext::to_compute(const Tensor& host_tensor) const {
   return placed;
 }
 
+std::vector<std::pair<const offload::NvmePager*, const char*>> RankContext::nvme_pagers() const {
+  std::vector<std::pair<const offload::NvmePager*, const char*>> pagers;
+  if (state_pager) pagers.emplace_back(state_pager, "optimizer state");
+  if (master_pager) pagers.emplace_back(master_pager, "master weights");
+  if (param_pager) pagers.emplace_back(param_pager, "parameter shards");
+  return pagers;
+}
+
 std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,
                                               const std::vector<uint64_t>& values) {
   return comm::all_gather_u64(comm, allocator, values, "figures for the log");

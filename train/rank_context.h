@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -46,9 +47,14 @@ struct RankContext {
   const offload::NvmePager* state_pager = nullptr;
   // --offload-param nvme: the parameter shards' pager; null otherwise.
   const offload::NvmePager* param_pager = nullptr;
+  // --offload-optimizer nvme: the masters' pager; null otherwise.
+  const offload::NvmePager* master_pager = nullptr;
 
   // A host tensor where the rank computes: itself on the CPU, else a synchronous upload.
   Tensor to_compute(const Tensor& host_tensor) const;
+  // The NVMe tier's pagers this rank has, each with what it holds ("optimizer state", "master
+  // weights", "parameter shards"), in that order; empty without an NVMe tier.
+  std::vector<std::pair<const offload::NvmePager*, const char*>> nvme_pagers() const;
 };
 
 // Every rank's values, by rank (one int64 all-gather).

@@ -125,20 +125,19 @@ void RunReport::on_end(int64_t /*steps*/) {
     result.host_peak_total_max = host.peak_total.max;
     result.memory_table += host_memory_table(host, c.host_memory_budget);
   }
-  if (rank_.state_pager || rank_.param_pager) {
-    // The NVMe tier: the bytes in each rank's swap files (the optimizer state's and the parameter
-    // shards'); this rank's traffic.
+  const auto pagers = rank_.nvme_pagers();
+  if (!pagers.empty()) {
+    // The NVMe tier: the bytes in each rank's swap files (the optimizer state's, the masters' and
+    // the parameter shards'); this rank's traffic.
     uint64_t reserved = 0;
     std::string what;
-    for (const offload::NvmePager* pager : {rank_.state_pager, rank_.param_pager}) {
-      if (pager == nullptr) continue;
+    for (const auto& [pager, label] : pagers) {
       const offload::NvmeStoreStats io = pager->store().stats();
       result.nvme_bytes_read += io.bytes_read;
       result.nvme_bytes_written += io.bytes_written;
       result.nvme_wait_seconds += pager->wait_seconds();
       reserved += pager->store().reserved();
-      what += std::string(what.empty() ? "" : ", ") +
-              (pager == rank_.state_pager ? "optimizer state" : "parameter shards");
+      what += std::string(what.empty() ? "" : ", ") + label;
     }
     uint64_t low = UINT64_MAX;
     uint64_t high = 0;

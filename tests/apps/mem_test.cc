@@ -100,8 +100,9 @@ TEST(ZsMem, ParameterOffloadMovesTheShardsOffTheDevice) {
   const MemoryEstimate e = estimate_memory(units, config);
   EXPECT_EQ(e.steady[MemoryCategory::kParameters], 0u);
   EXPECT_TRUE(contains(r.out, "parameter shards on nvme")) << r.out;
-  EXPECT_TRUE(contains(
-      r.out, "NVMe tier per rank (optimizer state, parameter shards): " + format_bytes(e.nvme)))
+  EXPECT_TRUE(
+      contains(r.out, "NVMe tier per rank (optimizer state, master weights, parameter shards): " +
+                          format_bytes(e.nvme)))
       << r.out;
   EXPECT_TRUE(contains(r.out, " " + format_bytes(e.steady.total()) + " |")) << r.out;
   config.offload_params = sharding::ParamOffload::kNone;

@@ -102,8 +102,9 @@ TEST_F(NvmeOffload, EveryStageAndPrecisionGivesTheBitsOfTheRunWithout) {
   }
 }
 
-// The host tier holds the masters and at most buffer_count units' state: less than the host
-// offload's tier, which holds all of the state.
+// The host tier holds at most buffer_count units' state and masters: less than the host
+// offload's tier, which holds all of the state and the masters, and on the CPU device no copy of
+// the gradient shard (the step reads the shard where it was reduced).
 TEST_F(NvmeOffload, TheHostTierHoldsBuffersNotTheState) {
   TrainConfig host = run(2, 3, DType::kBF16, OffloadTarget::kHost);
   TrainConfig nvme = run(2, 3, DType::kBF16, OffloadTarget::kNvme);
@@ -113,14 +114,20 @@ TEST_F(NvmeOffload, TheHostTierHoldsBuffersNotTheState) {
   const TrainResult n = run_training(nvme);
   const auto state = static_cast<size_t>(MemoryCategory::kOptimizerState);
   const auto masters = static_cast<size_t>(MemoryCategory::kMasterWeights);
+  const auto grads = static_cast<size_t>(MemoryCategory::kGradients);
   ASSERT_EQ(h.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
   ASSERT_EQ(n.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
-  EXPECT_EQ(n.host_peak_max[masters], h.host_peak_max[masters]);
-  EXPECT_GT(n.host_peak_max[state], 0u);  // the one buffer
   // A 2-layer model has 4 units (embeddings, 2 blocks, the head); one buffer holds one unit's
-  // m and v (the largest, rounded up to 4 KiB each, plus 4 KiB of slack).
+  // m and v (the largest, rounded up to 4 KiB each, plus 4 KiB of slack), and one more its
+  // master.
+  EXPECT_GT(n.host_peak_max[state], 0u);    // the one buffer
+  EXPECT_GT(n.host_peak_max[masters], 0u);  // the one buffer
   EXPECT_LT(n.host_peak_max[state], h.host_peak_max[state]) << n.memory_table;
+  EXPECT_LT(n.host_peak_max[masters], h.host_peak_max[masters]) << n.memory_table;
+  EXPECT_GT(h.host_peak_max[grads], 0u);
+  EXPECT_EQ(n.host_peak_max[grads], 0u) << n.memory_table;
   EXPECT_EQ(n.peak_max[state], 0u);  // nothing of it on the device either
+  EXPECT_EQ(n.peak_max[masters], 0u);
 }
 
 // zs-mem --offload optimizer-nvme gives each host-tier category and the NVMe bytes the run
