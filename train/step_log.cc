@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "offload/nvme_pager.h"
 #include "ops/cpu/gemm.h"
 #include "runtime/logging.h"
 #include "train/report.h"
@@ -70,11 +71,33 @@ void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
               rank_.data.description());
 }
 
+bool StepLog::has_nvme() const { return !rank_.nvme_pagers().empty(); }
+
+StepLog::NvmeCounters StepLog::nvme_counters() const {
+  NvmeCounters sum;
+  for (const auto& entry : rank_.nvme_pagers()) {
+    const offload::NvmePager* pager = entry.first;
+    const offload::NvmeStoreStats io = pager->store().stats();
+    sum.read += io.bytes_read;
+    sum.written += io.bytes_written;
+    sum.wait_seconds += pager->wait_seconds();
+  }
+  return sum;
+}
+
 void StepLog::after_step(const StepRecord& r, bool last) {
   interval_.add(rank_.result.tokens_per_step, r.ms / 1e3);
   if (!rank_.lead) return;
   StepRecord record = r;
   record.tokens_per_s = interval_.rate();
+  if (has_nvme()) {
+    const NvmeCounters now = nvme_counters();
+    record.nvme_read_bytes = now.read - nvme_before_.read;
+    record.nvme_written_bytes = now.written - nvme_before_.written;
+    record.nvme_wait_ms = 1e3 * (now.wait_seconds - nvme_before_.wait_seconds);
+    nvme_before_ = now;
+  }
+  if (rank_.host_tier) record.host_peak_bytes = rank_.host_tier->peak_total();
   rank_.result.steps.push_back(record);
   if (tty_) progress(record.step);
   const int64_t done = record.step + 1;
@@ -103,6 +126,16 @@ void StepLog::log_step(const StepRecord& r, bool tty) {
   if (rank_.config.precision == DType::kF16 && n > 0 && n < static_cast<int>(sizeof line)) {
     n += std::snprintf(line + n, sizeof line - n, " | scale %g%s", r.loss_scale,
                        r.skipped ? " | overflow: step skipped" : "");
+  }
+  if (has_nvme() && r.ms > 0 && n > 0 && n < static_cast<int>(sizeof line)) {
+    // Rank 0's disk over the step (its rate at the step's length: the I/O runs under compute),
+    // and the part of the step that waited for it.
+    const double seconds = r.ms / 1e3;
+    n += std::snprintf(line + n, sizeof line - n,
+                       " | NVMe read %.2f GB/s, write %.2f GB/s, waited %.0f ms | host peak %s",
+                       static_cast<double>(r.nvme_read_bytes) / seconds / 1e9,
+                       static_cast<double>(r.nvme_written_bytes) / seconds / 1e9, r.nvme_wait_ms,
+                       format_bytes(r.host_peak_bytes).c_str());
   }
   if (tty) std::printf("\r\033[K");
   std::fflush(stdout);

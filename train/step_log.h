@@ -5,7 +5,8 @@
 // its throughput goes into the result; on a terminal, a progress bar; every log_interval steps
 // (and the first, the last and any skipped step) a line with loss, lr, tokens/s over the last
 // log interval, step time, ETA, model FLOP utilization, grad norm, peak memory (and the fp16
-// loss scale). One rank's thread.
+// loss scale; with an NVMe tier the disk's read and write rates over the step, the time the
+// step waited for it, and the host tier's peak). One rank's thread.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,14 @@ class StepLog final : public TrainerPart {
  private:
   void log_step(const StepRecord& record, bool tty);
   void progress(int64_t step);
+  // The NVMe counters of this rank's pagers, summed.
+  struct NvmeCounters {
+    uint64_t read = 0;
+    uint64_t written = 0;
+    double wait_seconds = 0;
+  };
+  NvmeCounters nvme_counters() const;
+  bool has_nvme() const;
 
   const RankContext& rank_;
   const double gemm_peak_;
@@ -67,6 +76,7 @@ class StepLog final : public TrainerPart {
   int64_t steps_ = 0;
   bool tty_ = false;
   IntervalRate interval_;
+  NvmeCounters nvme_before_;  // at the previous step's record
 };
 
 }  // namespace zs::train
