@@ -21,9 +21,20 @@
 // buffers stay, the masters and the gradient copy grow.
 // Targets: host ≤ 1.10× in memory; nvme ≤ 1.2× the bound. Prints; never asserts.
 //
+// With --model PRESET only the demonstration runs: a GPT preset whose fp32 model states (masters,
+// AdamW's m and v, gradients: 16 bytes per parameter) may exceed this machine's RAM, trained for
+// --steps steps at stage 3 on --ranks ranks × 1 thread with --offload-optimizer nvme
+// --offload-param nvme (swap files under --dir, --buffers host buffers each), --memory-budget per
+// rank, activation checkpointing, micro-batch 1 of --seq-len tokens. It prints the RAM, the model
+// states, the raw disk rates, and per step the time, the part of it that waited for the disk (the
+// rest is compute, with the I/O under it), rank 0's disk rates and the host tier's peak; then
+// the process's peak resident memory.
+//
 // Usage: zs-bench-offload [--dir /tmp] [--bytes 1073741824] [--stripe-bytes 8388608]
 //                         [--queue-depth 8] [--repeats 3] [--layers 4] [--width 512]
 //                         [--vocab 4096] [--context 128] [--steps 8]
+//        zs-bench-offload --model 2.7B [--dir /tmp] [--ranks 2] [--steps 3] [--seq-len 256]
+//                         [--memory-budget 8GiB] [--buffers 2]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,11 +51,11 @@
 
 #include "bench/disk.h"
 #include "bench/quiet_stdout.h"
-#include "data/token_file.h"
+#include "bench/random_tokens.h"
+#include "models/gpt_presets.h"
 #include "offload/nvme_store.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
-#include "runtime/rng.h"
 #include "train/config.h"
 #include "train/engine.h"
 
@@ -60,6 +71,13 @@ struct Options {
   int queue_depth = 8;
   int repeats = 3;
   int64_t layers = 4, width = 512, vocab = 4096, context = 128, steps = 8;
+  // --model: the demonstration only.
+  std::string model;
+  int ranks = 2;
+  int64_t seq_len = 256;
+  std::string memory_budget = "8GiB";
+  int buffers = 2;
+  bool steps_set = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -71,8 +89,11 @@ Options parse(int argc, char** argv) {
           "Usage: zs-bench-offload [--dir /tmp] [--bytes N] [--stripe-bytes N] [--queue-depth N]\n"
           "                        [--repeats 3] [--layers 4] [--width 512] [--vocab 4096]\n"
           "                        [--context 128] [--steps 8]\n"
+          "       zs-bench-offload --model 2.7B [--dir /tmp] [--ranks 2] [--steps 3]\n"
+          "                        [--seq-len 256] [--memory-budget 8GiB] [--buffers 2]\n"
           "NVMe offload store write/read GB/s next to the disk's raw O_DIRECT bandwidth, and\n"
-          "the training step in memory, with host offload and with the state on NVMe.\n");
+          "the training step in memory, with host offload and with the state on NVMe; with\n"
+          "--model, a preset trained with everything on NVMe (see the file's header).\n");
       std::exit(0);
     }
     if (i + 1 >= argc) {
@@ -99,7 +120,18 @@ Options parse(int argc, char** argv) {
     } else if (key == "--context") {
       o.context = std::atoll(value.c_str());
     } else if (key == "--steps") {
-      o.steps = std::max<int64_t>(3, std::atoll(value.c_str()));
+      o.steps = std::max<int64_t>(1, std::atoll(value.c_str()));
+      o.steps_set = true;
+    } else if (key == "--model") {
+      o.model = value;
+    } else if (key == "--ranks") {
+      o.ranks = std::max(1, std::atoi(value.c_str()));
+    } else if (key == "--seq-len") {
+      o.seq_len = std::max<int64_t>(1, std::atoll(value.c_str()));
+    } else if (key == "--memory-budget") {
+      o.memory_budget = value;
+    } else if (key == "--buffers") {
+      o.buffers = std::max(1, std::atoi(value.c_str()));
     } else {
       std::fprintf(stderr, "zs-bench-offload: unknown flag %s (see the file's header)\n",
                    key.c_str());
@@ -107,6 +139,11 @@ Options parse(int argc, char** argv) {
     }
   }
   o.bytes = (o.bytes + zs::bench::kAlign - 1) / zs::bench::kAlign * zs::bench::kAlign;
+  if (o.model.empty()) {
+    o.steps = std::max<int64_t>(3, o.steps);  // a median without the first step
+  } else if (!o.steps_set) {
+    o.steps = 3;
+  }
   return o;
 }
 
@@ -196,16 +233,8 @@ double median_step_ms(const zs::train::TrainResult& r) {
 
 void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   const std::string data = o.dir + "/zs-bench-offload-" + std::to_string(::getpid()) + ".tokens";
-  {
-    std::vector<uint32_t> tokens(static_cast<size_t>(o.steps * 4 * (o.context + 1) * 2 + 1));
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] =
-          zs::random_bits(zs::rng_key(7, "bench tokens", 0), i) % static_cast<uint32_t>(o.vocab);
-    }
-    zs::data::TokenWriteOptions options;
-    options.vocab_size = static_cast<uint32_t>(o.vocab);
-    zs::data::write_token_file(data, tokens, options);
-  }
+  zs::bench::write_random_tokens(data, static_cast<size_t>(o.steps * 4 * (o.context + 1) * 2 + 1),
+                                 static_cast<uint32_t>(o.vocab), 7);
   auto config = [&](zs::train::OffloadTarget offload) {
     zs::train::TrainConfig c;
     c.model = "tiny";
@@ -328,11 +357,118 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   }
 }
 
+// A "Key:   123 kB" line of a /proc file, in bytes (0 when absent).
+uint64_t proc_kib_field(const char* file, const char* key) {
+  std::FILE* f = std::fopen(file, "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t value = 0;
+  const size_t length = std::strlen(key);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, key, length) == 0 && line[length] == ':') {
+      value = std::strtoull(line + length + 1, nullptr, 10) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return value;
+}
+
+void demonstration(const Options& o) {
+  const zs::models::GptConfig gpt = zs::models::gpt_preset(o.model);
+  const uint64_t ram = proc_kib_field("/proc/meminfo", "MemTotal");
+  const double gb = 1e9;
+  // Random tokens of the model's vocabulary: enough windows for the steps and one evaluation.
+  const std::string data = o.dir + "/zs-bench-offload-" + std::to_string(::getpid()) + ".tokens";
+  zs::bench::write_random_tokens(
+      data, static_cast<size_t>((o.steps + 4) * o.ranks * (o.seq_len + 1) * 2 + 1),
+      static_cast<uint32_t>(gpt.vocab_size), 7);
+  zs::train::TrainConfig c;
+  c.model = o.model;
+  c.data = {data};
+  c.seq_len = o.seq_len;
+  c.micro_batch = 1;
+  c.ranks = o.ranks;
+  c.threads = 1;
+  c.stage = 3;
+  c.steps = o.steps;
+  c.log_interval = 1;
+  c.progress = false;
+  c.eval_batches = 1;
+  c.checkpoint_every = 1;
+  c.memory_budget = zs::train::parse_bytes(o.memory_budget);
+  c.offload_optimizer = zs::train::OffloadTarget::kNvme;
+  c.offload_param = zs::train::OffloadTarget::kNvme;
+  c.nvme_paths = {o.dir};
+  c.nvme_buffer_count = o.buffers;
+  c.param_buffer_count = o.buffers;
+  const zs::bench::RawResult raw = zs::bench::raw_bandwidth(o.dir, 1, uint64_t{1} << 30, 1);
+  std::printf(
+      "zs-bench-offload --model %s: %lld layers x %lld wide, vocab %lld; RAM %.1f GB; raw disk "
+      "(O_DIRECT, %s) write %.2f GB/s, read %.2f GB/s\n",
+      o.model.c_str(), static_cast<long long>(gpt.n_layer), static_cast<long long>(gpt.width),
+      static_cast<long long>(gpt.vocab_size), static_cast<double>(ram) / gb, o.dir.c_str(),
+      raw.write_gbs, raw.read_gbs);
+  std::printf(
+      "%d ranks x 1 thread, stage 3, optimizer state, masters and parameter shards on NVMe (%d "
+      "buffers each), --memory-budget %s per rank, activation checkpointing, micro-batch 1 x %lld "
+      "tokens, %lld steps\n",
+      o.ranks, o.buffers, o.memory_budget.c_str(), static_cast<long long>(o.seq_len),
+      static_cast<long long>(o.steps));
+  zs::logger().set_level(spdlog::level::warn);
+  const auto start = Clock::now();
+  zs::train::TrainResult r;
+  try {
+    QuietStdout quiet;
+    r = zs::train::run_training(c);
+  } catch (...) {
+    std::remove(data.c_str());
+    throw;
+  }
+  const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::remove(data.c_str());
+  const double states = 16.0 * static_cast<double>(r.parameters);
+  std::printf(
+      "%lld parameters: fp32 model states (masters, m, v, gradients) %.1f GB = %.2fx this "
+      "machine's RAM\n",
+      static_cast<long long>(r.parameters), states / gb, states / static_cast<double>(ram));
+  std::printf("%5s %10s %12s %12s %14s %14s %12s %8s\n", "step", "ms", "disk wait", "compute+",
+              "rank 0 read", "rank 0 write", "host peak", "loss");
+  for (const zs::train::StepRecord& s : r.steps) {
+    const double seconds = s.ms / 1e3;
+    std::printf("%5lld %10.0f %9.0f ms %9.0f ms %9.2f GB/s %9.2f GB/s %9.2f GB %8.4f\n",
+                static_cast<long long>(s.step + 1), s.ms, s.nvme_wait_ms, s.ms - s.nvme_wait_ms,
+                static_cast<double>(s.nvme_read_bytes) / seconds / gb,
+                static_cast<double>(s.nvme_written_bytes) / seconds / gb,
+                static_cast<double>(s.host_peak_bytes) / gb, s.loss);
+  }
+  std::printf(
+      "(compute+: the step's time not spent waiting for the disk: compute, with the disk's I/O "
+      "under it)\n");
+  std::printf(
+      "per rank: device peak %.2f GB, host tier peak %.2f GB, NVMe %.1f GB; process peak "
+      "resident %.2f GB of %.1f GB RAM; %.0f s in all (construction, %lld steps, one evaluation "
+      "batch)\n",
+      static_cast<double>(r.peak_total_max) / gb, static_cast<double>(r.host_peak_total_max) / gb,
+      static_cast<double>(r.nvme_bytes_max) / gb,
+      static_cast<double>(proc_kib_field("/proc/self/status", "VmHWM")) / gb,
+      static_cast<double>(ram) / gb, total_s, static_cast<long long>(o.steps));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const Options o = parse(argc, argv);
+  if (!o.model.empty()) {
+    try {
+      demonstration(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zs-bench-offload --model %s: %s\n", o.model.c_str(), e.what());
+      return 1;
+    }
+    return 0;
+  }
   std::printf("zs-bench-offload: %s, %.2f GiB, stripes of %.0f MiB, queue depth %d, best of %d\n",
               o.dir.c_str(), static_cast<double>(o.bytes) / (1 << 30),
               static_cast<double>(o.stripe_bytes) / (1 << 20), o.queue_depth, o.repeats);

@@ -21,11 +21,10 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
-#include "data/token_file.h"
+#include "bench/random_tokens.h"
 #include "models/gpt_presets.h"
 #include "ops/cpu/gemm.h"
 #include "runtime/error.h"
-#include "runtime/rng.h"
 #include "train/config.h"
 #include "train/engine.h"
 #include "train/svg_chart.h"
@@ -89,16 +88,8 @@ int main(int argc, char** argv) {
   // Random tokens, enough windows for every run.
   const int64_t max_seq = 256;
   const std::string data = "/tmp/zs-bench-train-" + std::to_string(getpid()) + ".tokens";
-  {
-    std::vector<uint32_t> tokens(static_cast<size_t>(8 * steps * (max_seq + 1) * 4 + 1));
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = zs::random_bits(zs::rng_key(5, "bench tokens", 0), i) %
-                  static_cast<uint32_t>(model.vocab_size);
-    }
-    zs::data::TokenWriteOptions options;
-    options.vocab_size = static_cast<uint32_t>(model.vocab_size);
-    zs::data::write_token_file(data, tokens, options);
-  }
+  zs::bench::write_random_tokens(data, static_cast<size_t>(8 * steps * (max_seq + 1) * 4 + 1),
+                                 static_cast<uint32_t>(model.vocab_size), 5);
 
   std::vector<Row> rows;
   auto config = [&](int ranks, int stage, int64_t seq) {
