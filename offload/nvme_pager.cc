@@ -22,11 +22,13 @@ uint64_t round_up(uint64_t value, uint64_t multiple) {
 }  // namespace
 
 NvmePager::NvmePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
-                     const FileSystem& file_system, std::string what, MemoryCategory category)
+                     const FileSystem& file_system, std::string what, MemoryCategory category,
+                     Eviction eviction)
     : store_options_(store),
       file_system_(file_system),
       host_(host),
       buffer_count_(buffers),
+      eviction_(eviction),
       what_(std::move(what)),
       category_(category) {
   ZS_CHECK(buffers >= 1, what_, " on NVMe: buffer_count ", buffers,
@@ -159,19 +161,34 @@ void NvmePager::wait_writes(Buffer& buffer) {
   }
 }
 
-int NvmePager::take_buffer(bool for_acquire, bool may_wait) {
+size_t NvmePager::distance(size_t view) const {
+  const size_t n = numel_.size();
+  return (view + n - position_ % n) % n;
+}
+
+int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
   int chosen = -1;
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state == State::kFree) return static_cast<int>(b);
   }
+  const auto better = [&](const Buffer& candidate, const Buffer& current) {
+    if (eviction_ == Eviction::kCyclic) return distance(candidate.view) > distance(current.view);
+    return candidate.released_at < current.released_at;
+  };
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const Buffer& buffer = buffers_[b];
     // A prefetch that may not wait leaves a buffer whose write-out still runs (it would wait for
     // the disk here, on the compute thread, for a read that can as well come later).
     if (buffer.state == State::kIdle && (may_wait || writes_done(buffer)) &&
-        (chosen < 0 || buffer.released_at < buffers_[static_cast<size_t>(chosen)].released_at)) {
+        (chosen < 0 || better(buffer, buffers_[static_cast<size_t>(chosen)]))) {
       chosen = static_cast<int>(b);
     }
+  }
+  // kCyclic: a prefetch of a view needed after every resident candidate would evict a view
+  // needed sooner, to be read again before this one is used.
+  if (chosen >= 0 && !for_acquire && eviction_ == Eviction::kCyclic &&
+      distance(buffers_[static_cast<size_t>(chosen)].view) <= distance(view)) {
+    return -1;
   }
   if (chosen < 0 && for_acquire) {
     for (size_t b = 0; b < buffers_.size(); ++b) {
@@ -213,7 +230,7 @@ void NvmePager::start_read(int index, size_t view, bool read) {
 void NvmePager::prefetch(size_t view, bool may_wait) {
   check_view(view);
   if (buffers_.empty() || buffer_of(view) >= 0) return;
-  const int index = take_buffer(false, may_wait);
+  const int index = take_buffer(view, false, may_wait);
   if (index >= 0) start_read(index, view, true);
 }
 
@@ -229,8 +246,9 @@ std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
   if (index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired) {
     ZS_THROW(InvalidArgument, what_, " on NVMe: view ", view, " is acquired twice");
   }
+  position_ = view;  // kCyclic: this view is the one used now
   if (index < 0) {
-    index = take_buffer(true, true);
+    index = take_buffer(view, true, true);
     ZS_CHECK(index >= 0, what_, " on NVMe: every one of the ", buffer_count_,
              " host buffers holds a view in use; release one first, or raise buffer_count");
     start_read(index, view, read);
@@ -246,6 +264,7 @@ std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
     throw;
   }
   buffer.state = State::kAcquired;
+  position_ = (view + 1) % numel_.size();
   for (size_t k = 0; k < states_; ++k) {
     tensors.push_back(Tensor::from_storage(buffer.memory.storage(), buffer.aligned_at + k * stride_,
                                            {numel_[view]}, DType::kF32, what_ + " (NVMe)"));

@@ -19,7 +19,17 @@
 // prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
 // acquire_for_overwrite() takes a buffer the same way and reads nothing; its dirty release makes
 // a lost view whole again.
-// A prefetch that may not wait also leaves an idle buffer whose write-out still runs. Three buffers
+// A prefetch that may not wait also leaves an idle buffer whose write-out still runs.
+//
+// Eviction. kLeastRecentlyUsed (the default; stage 3's parameter shards, read in forward order
+// and again in reverse) evicts the idle view released longest ago. kCyclic is for a user that
+// acquires its views in increasing order, round and round (the optimizer's state and masters: the
+// step updates views 0..N-1, and the next step's prefetch starts again at 0): LRU would evict
+// exactly the view needed next and re-read every view every round when there are fewer buffers
+// than views. kCyclic evicts the idle view whose next use in that order is farthest from the
+// position (the view after the last one acquired), and a prefetch of a view needed later than
+// every resident one does nothing (Belady's choice for a known order): with K buffers and N views
+// about K − 1 of them stay resident across rounds. Three buffers
 // give the optimizer's pipeline its full overlap (read i+1, update i, write i-1); one works,
 // serially (no prefetch).
 //
@@ -47,12 +57,14 @@ namespace zs::offload {
 
 class NvmePager final : public TensorPager {
  public:
+  enum class Eviction { kLeastRecentlyUsed, kCyclic };
   // `store`: the store's options but its capacity (attach() sizes it). `what` names the tensors
   // in errors and the buffers' labels; `category` charges the buffers in the host tier.
   NvmePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
             const FileSystem& file_system = posix_file_system(),
             std::string what = "optimizer state",
-            MemoryCategory category = MemoryCategory::kOptimizerState);
+            MemoryCategory category = MemoryCategory::kOptimizerState,
+            Eviction eviction = Eviction::kLeastRecentlyUsed);
   ~NvmePager() override;
 
   void attach(const std::vector<int64_t>& view_numel, size_t states_per_view) override;
@@ -83,10 +95,13 @@ class NvmePager final : public TensorPager {
   };
   // The buffer holding `view`, or -1.
   int buffer_of(size_t view) const;
-  // A buffer to put a view into: free, else the idle one released longest ago (unless
-  // `may_wait`, only one whose write-out is done), else (only `for_acquire`) a reading one; -1
-  // if none. Waits for an evicted buffer's I/O.
-  int take_buffer(bool for_acquire, bool may_wait);
+  // A buffer to put `view` into: free, else the idle one the eviction policy picks (unless
+  // `may_wait`, only one whose write-out is done; kCyclic: for a prefetch only one needed after
+  // `view`), else (only `for_acquire`) a reading one; -1 if none. Waits for an evicted buffer's
+  // I/O.
+  int take_buffer(size_t view, bool for_acquire, bool may_wait);
+  // kCyclic: how many acquires from the position until `view` is used.
+  size_t distance(size_t view) const;
   bool writes_done(const Buffer& buffer) const;
   // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
   void wait_writes(Buffer& buffer);
@@ -107,9 +122,11 @@ class NvmePager final : public TensorPager {
   size_t states_ = 0;
   std::vector<int64_t> numel_;
   std::vector<std::vector<uint64_t>> offsets_;  // [view][state]: region in the store
-  std::vector<bool> written_;                   // a view's state was written out at least once
-  std::vector<bool> failed_;                    // a write-out of the view's state failed: lost
-  uint64_t stride_ = 0;                         // bytes per state tensor in a buffer
+  Eviction eviction_;
+  size_t position_ = 0;        // kCyclic: the view after the last one acquired
+  std::vector<bool> written_;  // a view's state was written out at least once
+  std::vector<bool> failed_;   // a write-out of the view's state failed: lost
+  uint64_t stride_ = 0;        // bytes per state tensor in a buffer
   uint64_t releases_ = 0;
   double wait_seconds_ = 0.0;
   std::string what_;

@@ -228,7 +228,8 @@ class RankRun final : private StepRunner {
       // beside the state in the optimizer's step (sharding/sharded_model.h, "Paged masters").
       master_pager_ = std::make_unique<offload::NvmePager>(
           nvme_store_options("masters"), host_tier_->allocator(), c_.nvme_buffer_count,
-          *c_.file_system, "master weights", MemoryCategory::kMasterWeights);
+          *c_.file_system, "master weights", MemoryCategory::kMasterWeights,
+          offload::NvmePager::Eviction::kCyclic);
     }
     if (plan_.params_on_nvme) {
       param_pager_ = std::make_unique<offload::NvmePager>(
@@ -263,9 +264,11 @@ class RankRun final : private StepRunner {
     }
     views_ = sharded_->local_shards();
     if (plan_.optimizer_state_on_nvme) {
-      state_pager_ = std::make_unique<offload::NvmePager>(nvme_store_options("optimizer-state"),
-                                                          host_tier_->allocator(),
-                                                          c_.nvme_buffer_count, *c_.file_system);
+      // The step updates the units in order, round and round (offload/nvme_pager.h, Eviction).
+      state_pager_ = std::make_unique<offload::NvmePager>(
+          nvme_store_options("optimizer-state"), host_tier_->allocator(), c_.nvme_buffer_count,
+          *c_.file_system, "optimizer state", MemoryCategory::kOptimizerState,
+          offload::NvmePager::Eviction::kCyclic);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {

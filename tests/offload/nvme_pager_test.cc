@@ -4,7 +4,7 @@
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
 // reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
 // IoError naming the swap file, and the unit whose state was lost so is an error from then on;
-// misuse is refused by name.
+// misuse is refused by name; cyclic eviction reads 2 of 5 views a round where LRU reads all 5.
 #include "offload/nvme_pager.h"
 
 #include <gtest/gtest.h>
@@ -256,6 +256,47 @@ TEST(NvmePager, OverwriteReadsNothingAndMakesALostViewWhole) {
   pages = pager.acquire(0);
   EXPECT_EQ(pages[0].to_vector().back(), 5.5f);
   pager.release(0, false);
+}
+
+// The optimizer's use, round after round: prefetch every view (the forward's prefetch_state),
+// then acquire, prefetch the next and release written each view in order (the step). With 5
+// views of 4 KiB and 4 buffers, least-recently-used eviction throws out exactly the view needed
+// next and reads all 5 every round; kCyclic keeps 3 resident and reads 2, with the same values.
+TEST(NvmePager, CyclicEvictionKeepsAllButOneBufferResidentAcrossRounds) {
+  ScratchDir scratch;
+  const std::vector<int64_t> numel(5, 1024);
+  const auto round_reads = [&](NvmePager::Eviction eviction) {
+    HostPool pool("rank 0 host", {});
+    NvmePager pager(store_options(scratch.path("")), pool.allocator(), 4, posix_file_system(),
+                    "optimizer state", MemoryCategory::kOptimizerState, eviction);
+    pager.attach(numel, 1);
+    std::vector<uint64_t> reads;
+    for (int round = 0; round < 4; ++round) {
+      const uint64_t before = pager.store().stats().bytes_read;
+      for (size_t v = 0; v < numel.size(); ++v) pager.prefetch(v, true);
+      for (size_t v = 0; v < numel.size(); ++v) {
+        std::vector<Tensor> pages = pager.acquire(v);
+        if (v + 1 < numel.size()) pager.prefetch(v + 1, true);
+        // Each view holds round * 10 + v after its write: what a later round reads must be it.
+        const float expected = round == 0 ? 0.0f : static_cast<float>((round - 1) * 10 + v);
+        EXPECT_EQ(pages[0].to_vector().front(), expected) << "round " << round << " view " << v;
+        pages[0].copy_from(std::vector<float>(1024, static_cast<float>(round * 10 + v)));
+        pager.release(v, true);
+      }
+      pager.flush();
+      reads.push_back(pager.store().stats().bytes_read - before);
+    }
+    return reads;
+  };
+  const std::vector<uint64_t> lru = round_reads(NvmePager::Eviction::kLeastRecentlyUsed);
+  const std::vector<uint64_t> cyclic = round_reads(NvmePager::Eviction::kCyclic);
+  // Round 0 reads nothing (never written: zeros); from round 2 on the pattern is steady.
+  EXPECT_EQ(lru[0], 0u);
+  EXPECT_EQ(cyclic[0], 0u);
+  for (size_t round = 2; round < lru.size(); ++round) {
+    EXPECT_EQ(lru[round], 5u * 4096) << "round " << round;
+    EXPECT_EQ(cyclic[round], 2u * 4096) << "round " << round;
+  }
 }
 
 }  // namespace
