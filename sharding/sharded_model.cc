@@ -477,6 +477,14 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
 
 ShardedModel::~ShardedModel() {
   for (auto& u : units_) u->module->clear_hooks();
+  // No copy may read or write host memory after its owner (the host tier) is gone.
+  if (host_copies_ != nullptr) {
+    try {
+      host_copies_->wait();
+    } catch (const std::exception& e) {
+      ZS_LOG_ERROR("sharding: host copies at shutdown: {}", e.what());
+    }
+  }
 }
 
 void ShardedModel::mark_checkpointed_units() {
@@ -705,11 +713,13 @@ Tensor page_as(const Tensor& page, int64_t numel, DType dtype, const std::string
 Tensor ShardedModel::load_offloaded_shard(Unit& u) {
   Tensor slot = gather_comm_->rank_slice(u.full);
   if (!param_pager_) {
-    slot.copy_from_host(u.compute_shard.raw_data());
+    // The host tier's shard changes only in after_step, after finish_backward waited for it.
+    upload(slot, u.compute_shard.raw_data(), /*then_wait=*/false);
     return slot;
   }
   const std::vector<Tensor> pages = param_pager_->acquire(u.index);
-  slot.copy_from_host(pages.front().raw_data());
+  // The page may be read over by the pager once released: the upload lands first.
+  upload(slot, pages.front().raw_data(), /*then_wait=*/true);
   param_pager_->release(u.index, /*dirty=*/false);
   return slot;
 }
@@ -975,18 +985,29 @@ void ShardedModel::gather_reduce_scatter(Unit& u, const Tensor& send,
   u.reductions.push_back(shard_comm_->scatter(gathered, send, 0, options));
 }
 
+void ShardedModel::upload(const Tensor& dst, const void* host, bool then_wait) {
+  if (host_copies_ == nullptr) {
+    dst.copy_from_host(host);
+    return;
+  }
+  host_copies_->upload(dst, host);
+  if (then_wait) host_copies_->wait();
+}
+
 void ShardedModel::upload_compute_copy(Unit& u, const Tensor& master) {
   const Tensor& target = policy_.masters_sharded ? u.compute_shard : u.full;
   if (config_.param_dtype == DType::kF32) {
-    target.copy_from_host(master.raw_data());
+    // A host master changes next in the optimizer's step, after finish_backward waited for the
+    // copies; a paged master's page goes back to its pager right after this.
+    upload(target, master.raw_data(), /*then_wait=*/master_pager_ != nullptr);
     return;
   }
   // Cast on the host (the same cast as on the device path: ops::copy_), then one copy of the
-  // compute-dtype bytes.
+  // compute-dtype bytes (the staging buffer serves the next unit next: the copy lands first).
   const Tensor staged = Tensor::from_storage(host_staging_.storage(), 0, {master.numel()},
                                              config_.param_dtype, "unit " + u.name + " to upload");
   ops::copy_(staged, master);
-  target.copy_from_host(staged.raw_data());
+  upload(target, staged.raw_data(), /*then_wait=*/true);
 }
 
 void ShardedModel::refresh_compute_copy(Unit& u) {
@@ -1059,9 +1080,16 @@ void ShardedModel::finish_backward() {
     // Offload: this unit's gradient shard to the host, now that it holds the step's sum so far
     // (on a device: a synchronous copy on the compute stream, after the accumulation).
     if (host_ && u->host_grad.storage() != u->grad.storage()) {
-      u->grad.copy_to_host(u->host_grad.raw_data());
+      if (host_copies_ != nullptr) {
+        host_copies_->download(u->grad, u->host_grad.raw_data());  // waited for below
+      } else {
+        u->grad.copy_to_host(u->host_grad.raw_data());
+      }
     }
   }
+  // The host reads the gradient shards next (clipping, the optimizer): every download lands
+  // first (and with them every upload of the step: they were enqueued before).
+  if (host_copies_ != nullptr) host_copies_->wait();
   accumulating_ = true;
   collective_spans_.record_completed();
   // The first backward completed both schedules: agree on them before the next pass uses them.
@@ -1075,6 +1103,9 @@ void ShardedModel::after_step() {
 }
 
 void ShardedModel::refresh_full_parameters(bool after_optimizer) {
+  // The host bytes of uploads still running (a forward's without a backward: evaluation) are
+  // written below.
+  if (host_copies_ != nullptr) host_copies_->wait();
   // Stages 1/2 keep full parameters: gather the updated slices. Stage 3 does the same for the
   // units that are gathered now (the small units it keeps gathered); the others are gathered
   // when next used.
@@ -1184,6 +1215,7 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   }
   ZS_CHECK(failed_rank == comm_.size(), "load_full_parameters: the fill failed on rank ",
            failed_rank, " (its error says why); no parameter was changed on any rank");
+  if (host_copies_ != nullptr) host_copies_->wait();  // uploads may still read the masters
   for (size_t k = 0; k < units_.size(); ++k) {
     PageAccess held = master_of(*units_[k], /*overwrite=*/true);
     const Tensor& master = held.tensors().front();

@@ -244,6 +244,7 @@
 #include "comm/communicator.h"
 #include "models/module.h"
 #include "runtime/allocator.h"
+#include "runtime/host_copies.h"
 #include "runtime/shard_view.h"
 #include "runtime/tensor_pager.h"
 #include "runtime/trace.h"
@@ -480,6 +481,13 @@ class ShardedModel {
   // Records this rank's spans into `trace` (runtime/trace.h; null: off, the default). It must
   // outlive this object or the next set_trace.
   void set_trace(Trace* trace) { collective_spans_.set_trace(trace); }
+  // Optimizer and parameter offload on a GPU: the copies between the device and the host tier go
+  // through `copies` (runtime/host_copies.h: a copy stream, ordered by events; null, the
+  // default: synchronous copies). finish_backward() downloads every unit's gradient shard there
+  // and waits once, at its end; uploads of compute copies and parameter shards run beside the
+  // compute unless their host bytes are about to change (a pager's page, the staging buffer of a
+  // cast), where the host waits for them. It must outlive this object (whose destructor waits).
+  void set_host_copies(HostCopies* copies) { host_copies_ = copies; }
   // False once an order change disabled prefetching.
   bool prefetching() const { return config_.prefetch && !order_changed_; }
 
@@ -548,6 +556,9 @@ class ShardedModel {
   // Optimizer offload: the host master's values (cast to param_dtype through host_staging_)
   // copied into the device buffer the model computes from.
   void upload_compute_copy(Unit& unit, const Tensor& master);
+  // dst ← the host bytes at `host`: on host_copies_ (then waiting for it where `then_wait`, before
+  // the host bytes change), or synchronously without.
+  void upload(const Tensor& dst, const void* host, bool then_wait);
   // Parameter offload: the unit's shard as the next compute copy, cast from the master into the
   // host tier's shard (kHost) or a pager buffer written out (kNvme).
   void store_offloaded_shard(Unit& unit, const Tensor& master);
@@ -568,8 +579,9 @@ class ShardedModel {
   Allocator& allocator_;
   Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
   Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host
-  TensorPager* param_pager_;   // ParamOffload::kNvme: the shards' pages; null otherwise
-  TensorPager* master_pager_;  // paged masters (optimizer offload to NVMe); null otherwise
+  TensorPager* param_pager_;           // ParamOffload::kNvme: the shards' pages; null otherwise
+  TensorPager* master_pager_;          // paged masters (optimizer offload to NVMe); null otherwise
+  HostCopies* host_copies_ = nullptr;  // set_host_copies; null: synchronous host copies
   ShardingConfig config_;
   StagePolicy policy_;
   std::vector<std::unique_ptr<Unit>> units_;

@@ -22,6 +22,7 @@
 
 #include "comm/types.h"
 #include "runtime/allocator.h"
+#include "runtime/host_copies.h"
 #include "runtime/tensor.h"
 
 namespace zs::train {
@@ -42,6 +43,9 @@ class RankDevice {
   // last used it has completed) on the copy stream; the compute stream waits for the copy on
   // the device. The host may reuse `host` as soon as this returns.
   virtual Tensor upload(const Tensor& host, size_t slot, const std::string& name) = 0;
+  // Offload's copies between this device and the host tier (runtime/host_copies.h), on the copy
+  // stream: a download after the compute stream's work so far, an upload before its later work.
+  virtual HostCopies& host_copies() = 0;
 };
 
 // A device kind's entry in the registry (DeviceTables<RankDeviceBackend>), installed by its

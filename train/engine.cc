@@ -239,6 +239,8 @@ class RankRun final : private StepRunner {
     sharded_ = std::make_unique<sharding::ShardedModel>(
         task_->model(), comm_, compute_, plan_.sharding,
         host_tier_ ? &host_tier_->allocator() : nullptr, param_pager_.get(), master_pager_.get());
+    // Offload on a GPU: the gradient downloads and the uploads run on the rank's copy stream.
+    if (device_ && host_tier_) sharded_->set_host_copies(&device_->host_copies());
     if (param_pager_ && lead_) ZS_LOG_INFO("parameter shards on {}", param_pager_->describe());
     if (!c_.trace.empty()) {
       trace_ = std::make_unique<Trace>(comm_.rank());

@@ -79,6 +79,9 @@ struct RunOptions {
   uint64_t seed = 3;                    // parameter init seed
   int64_t global_batch = kGlobalBatch;  // divisible by world × micro_batches
   float clip_norm = 0;  // > 0: clip the global gradient norm (train::clip_gradients) to this
+  // Optimizer offload: the masters and the optimizer's gradient shards in a host allocator of
+  // the rank's own (ShardedModel's optimizer_host).
+  bool optimizer_offload = false;
   // Called on every rank after the ShardedModel and the optimizer are built, before step 0.
   std::function<void(ShardedModel&, comm::Communicator&)> prepare;
 };
@@ -104,8 +107,10 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
     RunResult result;
     MemoryTracker tracker;
     CpuAllocator allocator(&tracker);
+    MemoryTracker host_tracker;
+    CpuAllocator host(&host_tracker);
     models::Gpt model(uneven_config());
-    ShardedModel sharded(model, comm, allocator, config);
+    ShardedModel sharded(model, comm, allocator, config, run.optimizer_offload ? &host : nullptr);
     optim::AdamWOptions adam;
     adam.lr = 1e-2f;
     adam.weight_decay = 0.1f;

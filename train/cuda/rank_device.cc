@@ -27,6 +27,29 @@ extern "C" const char zs_train_cuda_anchor = 0;
 namespace zs::train {
 namespace {
 
+// Offload's host copies (runtime/host_copies.h) on the rank's copy stream: a download waits for
+// the compute stream's work so far on the device; the compute stream's later work waits for an
+// upload; wait() blocks the host until the copy stream is done. The host tier is pinned
+// (offload/host_pool.h), so both return at once.
+class CudaHostCopies final : public HostCopies {
+ public:
+  CudaHostCopies(cuda::Stream& compute, cuda::CopyStream& copies)
+      : compute_(compute), copies_(copies) {}
+  void download(const Tensor& device, void* host) override {
+    copies_.order_after(compute_);
+    if (device.nbytes() > 0) copies_.copy(host, device.raw_device_data(), device.nbytes());
+  }
+  void upload(const Tensor& device, const void* host) override {
+    if (device.nbytes() > 0) copies_.copy(device.raw_device_data(), host, device.nbytes());
+    copies_.order_before(compute_);
+  }
+  void wait() override { copies_.synchronize(); }
+
+ private:
+  cuda::Stream& compute_;
+  cuda::CopyStream& copies_;
+};
+
 class CudaRankDevice final : public RankDevice {
  public:
   // Makes `index` the current device of the rank's thread (for good: launches without a guard
@@ -37,6 +60,7 @@ class CudaRankDevice final : public RankDevice {
         stream_(index),
         allocator_(stream_, tracker),
         copies_(index),
+        host_copies_(stream_, copies_),
         pinned_(nullptr) {}
 
   // Copies still reading a staging buffer finish before it is freed.
@@ -48,6 +72,7 @@ class CudaRankDevice final : public RankDevice {
 
   Device device() const override { return stream_.zs_device(); }
   Allocator& allocator() override { return allocator_; }
+  HostCopies& host_copies() override { return host_copies_; }
   comm::StreamRef stream() const override {
     return comm::StreamRef{stream_.zs_device(), static_cast<void*>(stream_.get())};
   }
@@ -90,6 +115,7 @@ class CudaRankDevice final : public RankDevice {
   cuda::Stream stream_;
   cuda::CudaAllocator allocator_;
   cuda::CopyStream copies_;
+  CudaHostCopies host_copies_;        // offload's copies, on copies_
   cuda::PinnedHostAllocator pinned_;  // untracked: host memory, not the GPU's
   std::vector<Staging> staging_;      // destroyed first (declared last)
 };
