@@ -226,6 +226,27 @@ TEST(ZsMem, GradSyncPerStepAddsTheStageOneSum) {
   EXPECT_TRUE(contains(bad.err, "--grad-sync 'never'")) << bad.err;
 }
 
+// --offload optimizer-nvme: the masters are on NVMe and on the CPU device the host keeps no copy
+// of the gradient shard; --device cuda keeps it (4 bytes per master element), as the engine does.
+TEST(ZsMem, OptimizerOnNvmeKeepsAHostGradientCopyOnlyOnAGpu) {
+  MemoryModelConfig config;
+  config.world = 2;
+  config.stage = 3;
+  config.offload = OffloadKind::kOptimizerNvme;
+  const auto units = gpt_memory_units(models::gpt_preset("124M"));
+  const MemoryEstimate cpu = estimate_memory(units, config);
+  config.device_is_host = false;
+  const MemoryEstimate gpu = estimate_memory(units, config);
+  EXPECT_EQ(cpu.host[MemoryCategory::kGradients], 0u);
+  // Stage 3's gradient shard: 4 bytes per element of the rank's shards.
+  EXPECT_EQ(gpu.host[MemoryCategory::kGradients], cpu.steady[MemoryCategory::kGradients]);
+  EXPECT_EQ(gpu.nvme, cpu.nvme);
+  const Result r = run({"--model", "124M", "--ranks", "2", "--zero-stage", "3", "--offload",
+                        "optimizer-nvme", "--device", "cuda"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "host copy of the gradient shard")) << r.out;
+}
+
 TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
   struct Bad {
     std::vector<std::string> args;
@@ -250,6 +271,7 @@ TEST(ZsMem, BadFlagsExitWithCode2AndSayWhy) {
       {{"--momentum", "0.9"}, "--momentum"},
       {{"--offload", "nvme"}, "--offload 'nvme'"},
       {{"--offload-param", "disk"}, "--offload-param 'disk'"},
+      {{"--device", "tpu"}, "--device 'tpu'"},
       {{"--offload", "optimizer", "--offload-param", "host"}, "--zero-stage 3"},
       {{"--zero-stage", "3", "--ranks", "2", "--offload-param", "host"}, "--offload optimizer"},
       {{"--budget", "16 gibibytes"}, "--budget '16 gibibytes'"},
