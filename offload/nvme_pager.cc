@@ -1,5 +1,5 @@
 // NvmePager (offload/nvme_pager.h): buffers, eviction and the store's reads and
-// writes for paged tensors (the optimizer's state, stage 3's parameter shards).
+// writes for paged tensors (the optimizer's state and masters, stage 3's parameter shards).
 #include "offload/nvme_pager.h"
 
 #include <algorithm>

@@ -30,8 +30,10 @@
 // position (the view after the last one acquired), and a prefetch of a view needed later than
 // every resident one does nothing (Belady's choice for a known order): with K buffers and N views
 // about K − 1 of them stay resident across rounds. Three buffers
-// give the optimizer's pipeline its full overlap (read i+1, update i, write i-1); one works,
-// serially (no prefetch).
+// give the optimizer's pipeline its overlap (read i+1, update i, write i-1; under kCyclic the
+// read may first wait for the write-out of the view it evicts); one works, serially (no
+// prefetch). Measured (zs-train, 1 rank, 4 buffers): 5 units 336 ms/step against LRU's 441–484,
+// 17 units 869 against 933 (in memory 235 and 566).
 //
 // Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
 // write-out); a view whose write-out failed has lost its state, and every later read of it is an

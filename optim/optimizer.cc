@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 #include "runtime/logging.h"
 #include "runtime/memory_tracker.h"
@@ -116,8 +117,18 @@ void Optimizer::step(float lr) {
         pager_->release(i, false);
         throw;
       }
-      if (masters != nullptr) masters->release(view.pages.page, true);
+      // Both go back even if one release fails (a write-out that cannot be submitted): the
+      // other pager stays consistent for whoever handles the error.
+      std::exception_ptr error;
+      if (masters != nullptr) {
+        try {
+          masters->release(view.pages.page, true);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
       pager_->release(i, true);
+      if (error) std::rethrow_exception(error);
     }
     // No flush: the last views' write-outs run on while the caller finishes the step (after_step,
     // logging) until the next step's prefetch_state takes their buffers; a buffer is reused only

@@ -379,6 +379,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       local.pages.pager = master_pager_;
       local.pages.page = u.index;
       local.pages.updated = [this, unit](const Tensor& updated) {
+        finish_gathering(*unit);  // a prefetch still reading the compute copy finishes first
         refresh_compute_copy(*unit, updated);
         unit->compute_copy_fresh = true;
       };
@@ -713,7 +714,8 @@ Tensor page_as(const Tensor& page, int64_t numel, DType dtype, const std::string
 Tensor ShardedModel::load_offloaded_shard(Unit& u) {
   Tensor slot = gather_comm_->rank_slice(u.full);
   if (!param_pager_) {
-    // The host tier's shard changes only in after_step, after finish_backward waited for it.
+    // The host tier's shard changes only after finish_backward waited for the copies (in
+    // after_step, or with paged masters in the optimizer's step).
     upload(slot, u.compute_shard.raw_data(), /*then_wait=*/false);
     return slot;
   }
@@ -1078,7 +1080,8 @@ void ShardedModel::finish_backward() {
       u->reduced = Tensor();
     }
     // Offload: this unit's gradient shard to the host, now that it holds the step's sum so far
-    // (on a device: a synchronous copy on the compute stream, after the accumulation).
+    // (on a device with host copies: on the copy stream after the accumulation, waited for
+    // below; without: a synchronous copy).
     if (host_ && u->host_grad.storage() != u->grad.storage()) {
       if (host_copies_ != nullptr) {
         host_copies_->download(u->grad, u->host_grad.raw_data());  // waited for below
@@ -1111,10 +1114,7 @@ void ShardedModel::refresh_full_parameters(bool after_optimizer) {
   // when next used.
   std::vector<comm::WorkPtr> works;
   for (auto& u : units_) {
-    if (u->gathering) {  // never write memory a collective is still writing (or reading)
-      u->gathering->wait_on(compute_stream());
-      u->gathering = nullptr;
-    }
+    finish_gathering(*u);
     if (u->offloaded) continue;  // below
     refresh_from_master(*u, after_optimizer);
     if (policy_.gather_after_step && !u->full_storage->is_released()) {
@@ -1289,6 +1289,13 @@ std::pair<int64_t, int64_t> ShardedModel::master_range(size_t unit, int world_ra
   const int group_rank = policy_.hybrid ? world_rank % config_.hybrid_group : world_rank;
   const int64_t begin = policy_.master_begin(group_rank, u.shard);
   return {begin, begin + policy_.master_numel(u.padded, u.shard)};
+}
+
+void ShardedModel::finish_gathering(Unit& u) {
+  if (!u.gathering) return;
+  // Never write memory a collective is still writing (or reading).
+  u.gathering->wait_on(compute_stream());
+  u.gathering = nullptr;
 }
 
 void ShardedModel::refresh_from_masters() { refresh_full_parameters(/*after_optimizer=*/false); }

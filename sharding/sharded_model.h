@@ -193,28 +193,32 @@
 // buffer of the largest unit, parameters of the host tier; none in fp32) and copied into the
 // device's compute copy (the shard, its slot of the full buffer, or stage 0's full buffer), from
 // which the all-gathers run as before. The copies use the runtime's host copies (memcpy on the
-// CPU device, synchronous transfers on a GPU), and the math is the same functions on the same
-// values: the bits equal the run without offload. Requested stage 0 is refused (DeepSpeed's
-// ZeRO-Offload is for the ZeRO stages 1–3); a shard group of one rank runs it as stage 0.
+// CPU device, synchronous transfers on a GPU, or its copy stream with set_host_copies), and the
+// math is the same functions on the same values: the bits equal the run without offload. Requested
+// stage 0 is refused (DeepSpeed's ZeRO-Offload is for the ZeRO stages 1–3); a shard group of one
+// rank runs it as stage 0.
 //
 // Parameter offload (ZeRO-Infinity's offload_param; ShardingConfig::offload_params, stage 3 with
 // optimizer offload). The rank's shard of each unit released after use — the compute copy the
 // all-gathers read — leaves the device: with kHost it is a host-tier buffer (parameters of the
-// host tier; in fp32 the host master itself, so it costs no host memory at all), with kNvme a
+// host tier; in fp32 the host master itself, unless the masters are paged, so it costs no host
+// memory at all), with kNvme a
 // view of the parameter pager (runtime/tensor_pager.h; the host holds only the pager's
 // buffers). Its gather copies the shard into its own slot of the unit's full buffer (the
 // buffer being gathered into: no device memory beyond it) and all-gathers in place. The copy
-// is the runtime's host copy (memcpy on the CPU device, a synchronous transfer on a GPU), made
-// when the gather starts — prefetched or on demand — and with kNvme the pager's read of the
-// unit after the one being prefetched is started at the same time, along the recorded order,
-// so the disk works while the current unit computes. after_step() casts the updated masters
-// into the shards (kNvme: into a pager buffer written out asynchronously; the last units are
-// written first, so the first units of the next forward are the ones still in the buffers).
-// The same casts of the same masters: the bits equal the run without parameter offload. Units
-// kept gathered are not offloaded (their full parameters stay on the device anyway). On one
-// rank (one device) stage 3 with parameter offload keeps stage 3's row (StagePolicy::make): the
-// "shard" is the whole unit and its collectives are over one rank, so that the parameters can
-// leave the device; hybrid groups of one rank are refused (they would run stage 0).
+// is the runtime's host copy (memcpy on the CPU device, a synchronous transfer on a GPU, or its
+// copy stream with set_host_copies), made when the gather starts — prefetched or on demand — and
+// with kNvme the pager's read of the unit after the one being prefetched is started at the same
+// time, along the recorded order, so the disk works while the current unit computes. after_step()
+// casts the updated masters into the shards (kNvme: into a pager buffer written out asynchronously;
+// the last units are written first, so the first units of the next forward are the ones still in
+// the buffers — except with paged masters, where the optimizer's step stores each shard as it
+// updates the unit, in unit order). The same casts of the same masters: the bits equal the run
+// without parameter offload. Units kept gathered are not offloaded (their full parameters stay on
+// the device anyway). On one rank (one device) stage 3 with parameter offload keeps stage 3's row
+// (StagePolicy::make): the "shard" is the whole unit and its collectives are over one rank, so that
+// the parameters can leave the device; hybrid groups of one rank are refused (they would run stage
+// 0).
 //
 // Paged masters (optimizer offload to NVMe: ZeRO-Infinity keeps the fp32 masters on NVMe with
 // the optimizer state). With a master pager (runtime/tensor_pager.h) the masters are not in the
@@ -535,6 +539,8 @@ class ShardedModel {
   void refresh_compute_copy(Unit& unit, const Tensor& master);
   // refresh_full_parameters' refresh of one unit (see Unit::compute_copy_fresh).
   void refresh_from_master(Unit& unit, bool after_optimizer);
+  // Waits (on the compute stream) for the unit's all-gather in flight, if any.
+  void finish_gathering(Unit& unit);
   // The unit's master resident for a scope: itself, or its page of master_pager_ (read in, or
   // with `overwrite` not read: for a caller that writes every element and marks it written).
   PageAccess master_of(Unit& unit, bool overwrite);

@@ -20,9 +20,10 @@ struct StepRecord {
   // step, this one included), from the steps' own times: evaluation and logging between steps
   // do not count.
   double tokens_per_s = 0;
-  // The NVMe tier (--offload-optimizer/--offload-param nvme) since the previous step's record,
-  // on rank 0: bytes its swap files read and wrote, and how long the step waited for the disk
-  // (the rest of the time the I/O ran under compute); the host tier's peak so far.
+  // The NVMe tier (--offload-optimizer/--offload-param nvme) since the previous step's record
+  // (or the loop's start; an evaluation between steps counts in the next step), on rank 0: bytes
+  // its swap files read and wrote, and how long the step waited for the disk (the rest of the time
+  // the I/O ran under compute); the host tier's peak so far.
   uint64_t nvme_read_bytes = 0;
   uint64_t nvme_written_bytes = 0;
   double nvme_wait_ms = 0;

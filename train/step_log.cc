@@ -60,6 +60,8 @@ StepLog::StepLog(const RankContext& rank, double gemm_peak, double flops_per_tok
 
 void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
   steps_ = steps;
+  // The first step's disk figures leave out construction's and a restore's I/O.
+  if (has_nvme()) nvme_before_ = nvme_counters();
   const TrainConfig& c = rank_.config;
   TrainResult& result = rank_.result;
   result.world = rank_.comm.size();

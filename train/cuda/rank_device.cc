@@ -40,6 +40,10 @@ class CudaHostCopies final : public HostCopies {
     if (device.nbytes() > 0) copies_.copy(host, device.raw_device_data(), device.nbytes());
   }
   void upload(const Tensor& device, const void* host) override {
+    // After the compute stream's earlier work: the destination may be memory the allocator just
+    // handed back (a released unit's buffer) that queued kernels still read, or a buffer an
+    // all-gather ordered on the compute stream still reads.
+    copies_.order_after(compute_);
     if (device.nbytes() > 0) copies_.copy(device.raw_device_data(), host, device.nbytes());
     copies_.order_before(compute_);
   }
