@@ -102,7 +102,8 @@ void Optimizer::step(float lr) {
       bool master_acquired = false;
       try {
         if (masters != nullptr) {
-          resident.master = paged_master(view, masters->acquire(view.pages.page));
+          resident.master = page_view(masters->acquire(view.pages.page).front(),
+                                      view.master.shape(), DType::kF32, view.master.name());
           master_acquired = true;
         }
         // After the acquires: with a single buffer, a prefetch first would take the buffer view
@@ -196,7 +197,8 @@ Optimizer::StateAccess Optimizer::access_master(size_t i) const {
   const ShardView& v = view(i);
   if (v.pages.pager == nullptr) return StateAccess(nullptr, i, {v.master});
   return StateAccess(v.pages.pager, v.pages.page,
-                     {paged_master(v, v.pages.pager->acquire(v.pages.page))});
+                     {page_view(v.pages.pager->acquire(v.pages.page).front(), v.master.shape(),
+                                DType::kF32, v.master.name())});
 }
 
 void Optimizer::flush_state() const {
@@ -208,11 +210,6 @@ void Optimizer::prefetch_view(size_t i) const {
   pager_->prefetch(i, true);
   const MasterPages& pages = slots_[i].view.pages;
   if (pages.pager != nullptr) pages.pager->prefetch(pages.page, true);
-}
-
-Tensor Optimizer::paged_master(const ShardView& view, const std::vector<Tensor>& page) {
-  return Tensor::from_storage(page.front().storage(), page.front().offset_bytes(),
-                              view.master.shape(), DType::kF32, view.master.name());
 }
 
 void Optimizer::prefetch_state() const {

@@ -127,8 +127,6 @@ class Optimizer {
   Tensor resolved_grad(const Slot& slot) const;
   // Paged state: starts reading view i's state (and its paged master) into the pagers' buffers.
   void prefetch_view(size_t i) const;
-  // A paged master's page as a tensor of the view's master shape.
-  static Tensor paged_master(const ShardView& view, const std::vector<Tensor>& page);
 
   const char* kind_;
   std::vector<std::string> state_names_;

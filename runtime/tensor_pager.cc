@@ -7,6 +7,10 @@
 
 namespace zs {
 
+Tensor page_view(const Tensor& page, const Shape& shape, DType dtype, const std::string& name) {
+  return Tensor::from_storage(page.storage(), page.offset_bytes(), shape, dtype, name);
+}
+
 PageAccess::PageAccess(PageAccess&& other) noexcept
     : pager_(other.pager_),
       view_(other.view_),

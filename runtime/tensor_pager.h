@@ -50,6 +50,10 @@ class TensorPager {
   virtual std::string describe() const = 0;
 };
 
+// A pager's fp32 page (one of the tensors acquire() hands out) as a tensor of `shape` and
+// `dtype`: its bytes from the page's start (a user of other dtypes keeps bytes in the page).
+Tensor page_view(const Tensor& page, const Shape& shape, DType dtype, const std::string& name);
+
 class PageAccess {
  public:
   // `pager` null: `tensors` are resident and nothing is given back; else view `view` of `pager`,

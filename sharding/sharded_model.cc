@@ -702,15 +702,6 @@ comm::WorkPtr ShardedModel::issue_gather(Unit& u) {
   return work;
 }
 
-namespace {
-
-// A pager's fp32 page as `numel` elements of `dtype` (its bytes, from the page's start).
-Tensor page_as(const Tensor& page, int64_t numel, DType dtype, const std::string& label) {
-  return Tensor::from_storage(page.storage(), page.offset_bytes(), {numel}, dtype, label);
-}
-
-}  // namespace
-
 Tensor ShardedModel::load_offloaded_shard(Unit& u) {
   Tensor slot = gather_comm_->rank_slice(u.full);
   if (!param_pager_) {
@@ -733,7 +724,7 @@ void ShardedModel::store_offloaded_shard(Unit& u, const Tensor& master) {
     return;
   }
   const std::vector<Tensor> pages = param_pager_->acquire_for_overwrite(u.index);
-  ops::copy_(page_as(pages.front(), u.shard, config_.param_dtype, "unit " + u.name + " shard"),
+  ops::copy_(page_view(pages.front(), {u.shard}, config_.param_dtype, "unit " + u.name + " shard"),
              master);
   param_pager_->release(u.index, /*dirty=*/true);
 }
@@ -743,7 +734,7 @@ PageAccess ShardedModel::master_of(Unit& u, bool overwrite) {
   const std::vector<Tensor> page =
       overwrite ? master_pager_->acquire_for_overwrite(u.index) : master_pager_->acquire(u.index);
   return PageAccess(master_pager_, u.index,
-                    {page_as(page.front(), u.master.numel(), DType::kF32, u.master.name())});
+                    {page_view(page.front(), u.master.shape(), DType::kF32, u.master.name())});
 }
 
 void ShardedModel::gather(Unit& u) {

@@ -190,17 +190,22 @@ class RankRun final : private StepRunner {
         first ? ", the first left out" : "", step_ms / n, communication_ms / n, exposed_ms / n);
   }
 
-  // The rank's swap files of one use of the NVMe tier (`what`: "optimizer-state", "parameters").
-  offload::NvmeStoreOptions nvme_store_options(const char* what) const {
+  // One use of the rank's NVMe tier: its swap files (`file`: "optimizer-state", "masters",
+  // "parameters") and `buffers` host buffers in the host tier, charged as `category`; `what`
+  // names the tensors in errors and labels.
+  std::unique_ptr<offload::NvmePager> nvme_pager(const char* file, int buffers, const char* what,
+                                                 MemoryCategory category,
+                                                 offload::NvmePager::Eviction eviction) const {
     offload::NvmeStoreOptions store;
     store.paths = c_.nvme_paths;
     char name[64];
     // The process id too: two jobs sharing --nvme-path must not truncate each other's files.
     std::snprintf(name, sizeof(name), "zs-%d-rank-%05d-%s", static_cast<int>(::getpid()),
-                  comm_.rank(), what);
+                  comm_.rank(), file);
     store.name = name;
     store.direct = c_.nvme_direct;
-    return store;
+    return std::make_unique<offload::NvmePager>(store, host_tier_->allocator(), buffers,
+                                                *c_.file_system, what, category, eviction);
   }
 
   void set_up(const models::GptConfig& model_config, int local_ranks) {
@@ -226,15 +231,14 @@ class RankRun final : private StepRunner {
     if (plan_.optimizer_state_on_nvme) {
       // The masters go with the optimizer state (ZeRO-Infinity): a swap file of their own, read
       // beside the state in the optimizer's step (sharding/sharded_model.h, "Paged masters").
-      master_pager_ = std::make_unique<offload::NvmePager>(
-          nvme_store_options("masters"), host_tier_->allocator(), c_.nvme_buffer_count,
-          *c_.file_system, "master weights", MemoryCategory::kMasterWeights,
-          offload::NvmePager::Eviction::kCyclic);
+      master_pager_ =
+          nvme_pager("masters", c_.nvme_buffer_count, "master weights",
+                     MemoryCategory::kMasterWeights, offload::NvmePager::Eviction::kCyclic);
     }
     if (plan_.params_on_nvme) {
-      param_pager_ = std::make_unique<offload::NvmePager>(
-          nvme_store_options("parameters"), host_tier_->allocator(), c_.param_buffer_count,
-          *c_.file_system, "parameter shards", MemoryCategory::kParameters);
+      param_pager_ =
+          nvme_pager("parameters", c_.param_buffer_count, "parameter shards",
+                     MemoryCategory::kParameters, offload::NvmePager::Eviction::kLeastRecentlyUsed);
     }
     sharded_ = std::make_unique<sharding::ShardedModel>(
         task_->model(), comm_, compute_, plan_.sharding,
@@ -267,10 +271,9 @@ class RankRun final : private StepRunner {
     views_ = sharded_->local_shards();
     if (plan_.optimizer_state_on_nvme) {
       // The step updates the units in order, round and round (offload/nvme_pager.h, Eviction).
-      state_pager_ = std::make_unique<offload::NvmePager>(
-          nvme_store_options("optimizer-state"), host_tier_->allocator(), c_.nvme_buffer_count,
-          *c_.file_system, "optimizer state", MemoryCategory::kOptimizerState,
-          offload::NvmePager::Eviction::kCyclic);
+      state_pager_ =
+          nvme_pager("optimizer-state", c_.nvme_buffer_count, "optimizer state",
+                     MemoryCategory::kOptimizerState, offload::NvmePager::Eviction::kCyclic);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "offload/nvme_pager.h"
+
 namespace zs::train {
 
 Tensor RankContext::to_compute(const Tensor& host_tensor) const {
@@ -19,6 +21,17 @@ std::vector<std::pair<const offload::NvmePager*, const char*>> RankContext::nvme
   if (master_pager) pagers.emplace_back(master_pager, "master weights");
   if (param_pager) pagers.emplace_back(param_pager, "parameter shards");
   return pagers;
+}
+
+RankContext::NvmeTraffic RankContext::nvme_traffic() const {
+  NvmeTraffic sum;
+  for (const auto& entry : nvme_pagers()) {
+    const offload::NvmeStoreStats io = entry.first->store().stats();
+    sum.read += io.bytes_read;
+    sum.written += io.bytes_written;
+    sum.wait_seconds += entry.first->wait_seconds();
+  }
+  return sum;
 }
 
 std::vector<std::vector<uint64_t>> gather_u64(comm::Communicator& comm, Allocator& allocator,

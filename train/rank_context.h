@@ -55,6 +55,13 @@ struct RankContext {
   // The NVMe tier's pagers this rank has, each with what it holds ("optimizer state", "master
   // weights", "parameter shards"), in that order; empty without an NVMe tier.
   std::vector<std::pair<const offload::NvmePager*, const char*>> nvme_pagers() const;
+  // Their traffic so far, summed: bytes read and written, seconds waited for the disk.
+  struct NvmeTraffic {
+    uint64_t read = 0;
+    uint64_t written = 0;
+    double wait_seconds = 0;
+  };
+  NvmeTraffic nvme_traffic() const;
 };
 
 // Every rank's values, by rank (one int64 all-gather).

@@ -129,13 +129,13 @@ void RunReport::on_end(int64_t /*steps*/) {
   if (!pagers.empty()) {
     // The NVMe tier: the bytes in each rank's swap files (the optimizer state's, the masters' and
     // the parameter shards'); this rank's traffic.
+    const RankContext::NvmeTraffic traffic = rank_.nvme_traffic();
+    result.nvme_bytes_read = traffic.read;
+    result.nvme_bytes_written = traffic.written;
+    result.nvme_wait_seconds = traffic.wait_seconds;
     uint64_t reserved = 0;
     std::string what;
     for (const auto& [pager, label] : pagers) {
-      const offload::NvmeStoreStats io = pager->store().stats();
-      result.nvme_bytes_read += io.bytes_read;
-      result.nvme_bytes_written += io.bytes_written;
-      result.nvme_wait_seconds += pager->wait_seconds();
       reserved += pager->store().reserved();
       what += std::string(what.empty() ? "" : ", ") + label;
     }

@@ -61,7 +61,7 @@ StepLog::StepLog(const RankContext& rank, double gemm_peak, double flops_per_tok
 void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
   steps_ = steps;
   // The first step's disk figures leave out construction's and a restore's I/O.
-  if (has_nvme()) nvme_before_ = nvme_counters();
+  if (has_nvme()) nvme_before_ = rank_.nvme_traffic();
   const TrainConfig& c = rank_.config;
   TrainResult& result = rank_.result;
   result.world = rank_.comm.size();
@@ -79,25 +79,13 @@ void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
 
 bool StepLog::has_nvme() const { return !rank_.nvme_pagers().empty(); }
 
-StepLog::NvmeCounters StepLog::nvme_counters() const {
-  NvmeCounters sum;
-  for (const auto& entry : rank_.nvme_pagers()) {
-    const offload::NvmePager* pager = entry.first;
-    const offload::NvmeStoreStats io = pager->store().stats();
-    sum.read += io.bytes_read;
-    sum.written += io.bytes_written;
-    sum.wait_seconds += pager->wait_seconds();
-  }
-  return sum;
-}
-
 void StepLog::after_step(const StepRecord& r, bool last) {
   interval_.add(rank_.result.tokens_per_step, r.ms / 1e3);
   if (!rank_.lead) return;
   StepRecord record = r;
   record.tokens_per_s = interval_.rate();
   if (has_nvme()) {
-    const NvmeCounters now = nvme_counters();
+    const RankContext::NvmeTraffic now = rank_.nvme_traffic();
     record.nvme_read_bytes = now.read - nvme_before_.read;
     record.nvme_written_bytes = now.written - nvme_before_.written;
     record.nvme_wait_ms = 1e3 * (now.wait_seconds - nvme_before_.wait_seconds);

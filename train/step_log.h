@@ -61,13 +61,6 @@ class StepLog final : public TrainerPart {
  private:
   void log_step(const StepRecord& record, bool tty);
   void progress(int64_t step);
-  // The NVMe counters of this rank's pagers, summed.
-  struct NvmeCounters {
-    uint64_t read = 0;
-    uint64_t written = 0;
-    double wait_seconds = 0;
-  };
-  NvmeCounters nvme_counters() const;
   bool has_nvme() const;
 
   const RankContext& rank_;
@@ -76,7 +69,7 @@ class StepLog final : public TrainerPart {
   int64_t steps_ = 0;
   bool tty_ = false;
   IntervalRate interval_;
-  NvmeCounters nvme_before_;  // at the previous step's record
+  RankContext::NvmeTraffic nvme_before_;  // at the previous step's record
 };
 
 }  // namespace zs::train
