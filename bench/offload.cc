@@ -14,7 +14,8 @@
 // --dir), each step's median time without the first step; for nvme also the bytes the optimizer
 // state moved per step, the seconds its steps waited for them, and the bound the target quotes:
 // max(the in-memory step, bytes ÷ the raw disk bandwidth at the store's pattern measured above);
-// nvme again with a host buffer for every unit (nothing is read back: the disk takes the writes).
+// nvme again with a host buffer for every unit (the buffers keep every unit: nothing is read or
+// written).
 // Then parameter offload: the same model at stage 3 on 2 ranks × 1 thread with the optimizer in
 // the host tier, its parameter shards on the device, in the host tier (--offload-param host) and
 // on NVMe (--offload-param nvme), with rank 0's parameter bytes moved per step and the same bound;
@@ -266,7 +267,7 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   const zs::train::TrainResult host = quiet_run(config(zs::train::OffloadTarget::kHost));
   const zs::train::TrainResult nvme = quiet_run(config(zs::train::OffloadTarget::kNvme));
   // The same with a host buffer for every unit (layers + the root): the buffers then keep every
-  // unit's state and master between steps, and the disk only takes the write-outs.
+  // unit's state and master between steps, and the disk takes nothing.
   zs::train::TrainConfig all_buffers = config(zs::train::OffloadTarget::kNvme);
   all_buffers.nvme_buffer_count = static_cast<int>(o.layers) + 1;
   const zs::train::TrainResult nvme_all = quiet_run(all_buffers);

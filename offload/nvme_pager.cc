@@ -162,8 +162,68 @@ void NvmePager::wait_writes(Buffer& buffer) {
 }
 
 size_t NvmePager::distance(size_t view) const {
+  // The uses from now: position_ onward in the sweep's direction, then the next sweep back.
   const size_t n = numel_.size();
-  return (view + n - position_ % n) % n;
+  if (ascending_) return view >= position_ ? view - position_ : (n - position_) + (n - 1 - view);
+  return view <= position_ ? position_ - view : (position_ + 1) + view;
+}
+
+void NvmePager::advance(size_t view) {
+  const size_t n = numel_.size();
+  if (ascending_ && view + 1 == n) {
+    ascending_ = false;  // the turn: the next sweep starts with this view again
+    position_ = view;
+  } else if (!ascending_ && view == 0) {
+    ascending_ = true;
+    position_ = 0;
+  } else {
+    position_ = ascending_ ? view + 1 : view - 1;
+  }
+}
+
+bool NvmePager::evicts_before(const Buffer& candidate, const Buffer& current) const {
+  if (eviction_ == Eviction::kSweeps) return distance(candidate.view) > distance(current.view);
+  return candidate.released_at < current.released_at;
+}
+
+int NvmePager::next_victim() const {
+  int chosen = -1;
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (buffers_[b].state == State::kFree) return -1;
+    if (buffers_[b].state == State::kIdle &&
+        (chosen < 0 || evicts_before(buffers_[b], buffers_[static_cast<size_t>(chosen)]))) {
+      chosen = static_cast<int>(b);
+    }
+  }
+  return chosen;
+}
+
+void NvmePager::write_out(Buffer& buffer) {
+  buffer.dirty = false;
+  const uint64_t bytes =
+      round_up(static_cast<uint64_t>(numel_[buffer.view]) * sizeof(float), NvmeStore::kAlignment);
+  for (size_t k = 0; k < states_; ++k) {
+    buffer.writes.push_back(
+        store_->write(offsets_[buffer.view][k], data(buffer) + k * stride_, bytes));
+  }
+  written_[buffer.view] = true;
+}
+
+void NvmePager::write_ahead() {
+  // With no free buffer, the next view brought in evicts the victim: when a view not in any
+  // buffer is needed before the victim (kSweeps; LRU does not know the order: any such view),
+  // that eviction is coming, and the victim's write-out starts now rather than on the reader's
+  // path. Otherwise a changed view stays in its buffer unwritten.
+  const int victim = next_victim();
+  if (victim < 0 || !buffers_[static_cast<size_t>(victim)].dirty) return;
+  Buffer& buffer = buffers_[static_cast<size_t>(victim)];
+  for (size_t v = 0; v < numel_.size(); ++v) {
+    if (buffer_of(v) < 0 &&
+        (eviction_ != Eviction::kSweeps || distance(v) < distance(buffer.view))) {
+      write_out(buffer);
+      return;
+    }
+  }
 }
 
 int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
@@ -171,22 +231,19 @@ int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
   for (size_t b = 0; b < buffers_.size(); ++b) {
     if (buffers_[b].state == State::kFree) return static_cast<int>(b);
   }
-  const auto better = [&](const Buffer& candidate, const Buffer& current) {
-    if (eviction_ == Eviction::kCyclic) return distance(candidate.view) > distance(current.view);
-    return candidate.released_at < current.released_at;
-  };
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const Buffer& buffer = buffers_[b];
-    // A prefetch that may not wait leaves a buffer whose write-out still runs (it would wait for
-    // the disk here, on the compute thread, for a read that can as well come later).
-    if (buffer.state == State::kIdle && (may_wait || writes_done(buffer)) &&
-        (chosen < 0 || better(buffer, buffers_[static_cast<size_t>(chosen)]))) {
+    // A prefetch that may not wait leaves a buffer whose write-out still runs or has not started
+    // (it would wait for the disk here, on the compute thread, for a read that can as well come
+    // later).
+    if (buffer.state == State::kIdle && (may_wait || (!buffer.dirty && writes_done(buffer))) &&
+        (chosen < 0 || evicts_before(buffer, buffers_[static_cast<size_t>(chosen)]))) {
       chosen = static_cast<int>(b);
     }
   }
-  // kCyclic: a prefetch of a view needed after every resident candidate would evict a view
+  // kSweeps: a prefetch of a view needed after every resident candidate would evict a view
   // needed sooner, to be read again before this one is used.
-  if (chosen >= 0 && !for_acquire && eviction_ == Eviction::kCyclic &&
+  if (chosen >= 0 && !for_acquire && eviction_ == Eviction::kSweeps &&
       distance(buffers_[static_cast<size_t>(chosen)].view) <= distance(view)) {
     return -1;
   }
@@ -199,6 +256,7 @@ int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
   Buffer& buffer = buffers_[static_cast<size_t>(chosen)];
   buffer.state = State::kFree;
   wait_all(buffer.reads);
+  if (buffer.dirty) write_out(buffer);  // changed since its last write-out: no write ahead saw it
   wait_writes(buffer);  // the evicted view's write-out must land before the buffer is reused
   return chosen;
 }
@@ -232,6 +290,7 @@ void NvmePager::prefetch(size_t view, bool may_wait) {
   if (buffers_.empty() || buffer_of(view) >= 0) return;
   const int index = take_buffer(view, false, may_wait);
   if (index >= 0) start_read(index, view, true);
+  write_ahead();
 }
 
 std::vector<Tensor> NvmePager::acquire(size_t view) { return acquire(view, true); }
@@ -246,7 +305,7 @@ std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
   if (index >= 0 && buffers_[static_cast<size_t>(index)].state == State::kAcquired) {
     ZS_THROW(InvalidArgument, what_, " on NVMe: view ", view, " is acquired twice");
   }
-  position_ = view;  // kCyclic: this view is the one used now
+  position_ = view;  // kSweeps: this view is the one used now
   if (index < 0) {
     index = take_buffer(view, true, true);
     ZS_CHECK(index >= 0, what_, " on NVMe: every one of the ", buffer_count_,
@@ -264,7 +323,8 @@ std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
     throw;
   }
   buffer.state = State::kAcquired;
-  position_ = (view + 1) % numel_.size();
+  advance(view);
+  write_ahead();
   for (size_t k = 0; k < states_; ++k) {
     tensors.push_back(Tensor::from_storage(buffer.memory.storage(), buffer.aligned_at + k * stride_,
                                            {numel_[view]}, DType::kF32, what_ + " (NVMe)"));
@@ -281,20 +341,18 @@ void NvmePager::release(size_t view, bool dirty) {
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   buffer.state = State::kIdle;
   buffer.released_at = ++releases_;
-  if (!dirty) return;
-  const uint64_t bytes =
-      round_up(static_cast<uint64_t>(numel_[view]) * sizeof(float), NvmeStore::kAlignment);
-  for (size_t k = 0; k < states_; ++k) {
-    buffer.writes.push_back(store_->write(offsets_[view][k], data(buffer) + k * stride_, bytes));
+  if (dirty) {
+    buffer.dirty = true;
+    failed_[view] = false;  // whole again (acquire_for_overwrite); its write-out may fail again
   }
-  written_[view] = true;
-  failed_[view] = false;  // rewritten whole (acquire_for_overwrite); its write-out may fail again
+  write_ahead();
 }
 
 void NvmePager::flush() {
   std::exception_ptr error;
   for (Buffer& buffer : buffers_) {
     try {
+      if (buffer.state == State::kIdle && buffer.dirty) write_out(buffer);
       wait_writes(buffer);
     } catch (...) {
       if (!error) error = std::current_exception();

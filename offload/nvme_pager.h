@@ -13,31 +13,37 @@
 // Buffers. `buffers` host buffers, each holding one view's state tensors (sized for the largest
 // view), allocated once from the given allocator — the rank's host tier (offload/host_pool.h:
 // budgeted, charged as `category`, pinned on a CUDA rank) — and 4 KiB aligned for O_DIRECT.
-// A buffer is free, reading (prefetched), acquired, or idle (released; its write-out may still
-// run). prefetch() takes a free buffer or evicts the idle one released longest ago (waiting for
-// its write-out first) and never one that is reading or acquired: with too few buffers a
-// prefetch does nothing and acquire() reads then. acquire() also evicts a reading one if it must.
+// A buffer is free, reading (prefetched), acquired, or idle (released). prefetch() takes a free
+// buffer or evicts the idle one the policy picks (writing it out and waiting for that first) and
+// never one that is reading or acquired: with too few buffers a prefetch does nothing and
+// acquire() reads then. acquire() also evicts a reading one if it must.
 // acquire_for_overwrite() takes a buffer the same way and reads nothing; its dirty release makes
-// a lost view whole again.
-// A prefetch that may not wait also leaves an idle buffer whose write-out still runs.
+// a lost view whole again. A prefetch that may not wait takes only an idle buffer already
+// written out.
+//
+// Write-back. A dirty release only marks the buffer changed: a view stays in its buffer,
+// unwritten, until an eviction needs the buffer (or flush()). Writing every changed view at
+// release would move every view's bytes out every step even where the buffers keep them. The
+// write-out of the next victim starts as soon as an eviction of it is coming (no free buffer, and
+// a view not in any buffer is needed before it; LRU does not know the order: any such view), so
+// the read that takes the buffer does not wait for the write on its own path.
 //
 // Eviction. kLeastRecentlyUsed (the default; stage 3's parameter shards, read in forward order
-// and again in reverse) evicts the idle view released longest ago. kCyclic is for a user that
-// acquires its views in increasing order, round and round (the optimizer's state and masters: the
-// step updates views 0..N-1, and the next step's prefetch starts again at 0): LRU would evict
-// exactly the view needed next and re-read every view every round when there are fewer buffers
-// than views. kCyclic evicts the idle view whose next use in that order is farthest from the
-// position (the view after the last one acquired), and a prefetch of a view needed later than
-// every resident one does nothing (Belady's choice for a known order): with K buffers and N views
-// about K − 1 of them stay resident across rounds. Three buffers
-// give the optimizer's pipeline its overlap (read i+1, update i, write i-1; under kCyclic the
-// read may first wait for the write-out of the view it evicts); one works, serially (no
-// prefetch). Measured (zs-train, 1 rank, 4 buffers): 5 units 336 ms/step against LRU's 441–484,
-// 17 units 869 against 933 (in memory 235 and 566).
+// and again in reverse) evicts the idle view released longest ago. kSweeps is for a user that
+// acquires its views in sweeps, alternately 0..N-1 and N-1..0 (the optimizer's step, which
+// alternates its direction every step, optim/optimizer.h): the pager follows the sweep (the
+// direction turns after the end view is acquired, and that view is the next sweep's first),
+// evicts the idle view whose next use is farthest, and skips a prefetch of a view needed later
+// than every resident one (Belady's choice for a known order). With K buffers and N > K views
+// a sweep reads N − K views and writes N − K. The same order every step would read N − K + 1
+// (the view needed next is the one just evicted), and LRU in the same order every step reads
+// and writes all N. Three buffers give the optimizer's pipeline its overlap (read i+1, update
+// i, write the victim); one works, serially (no prefetch).
 //
 // Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
-// write-out); a view whose write-out failed has lost its state, and every later read of it is an
-// IoError that says so; acquiring more views than there are buffers is an InvalidArgument.
+// write-out); a view whose write-out failed and whose buffer was then reused has lost its state,
+// and every later read of it is an IoError that says so; acquiring more views than there are
+// buffers is an InvalidArgument.
 //
 // Ownership: the pager owns its store; the allocator and the file system must outlive it.
 // Thread-safety: one thread (its user's).
@@ -59,7 +65,7 @@ namespace zs::offload {
 
 class NvmePager final : public TensorPager {
  public:
-  enum class Eviction { kLeastRecentlyUsed, kCyclic };
+  enum class Eviction { kLeastRecentlyUsed, kSweeps };
   // `store`: the store's options but its capacity (attach() sizes it). `what` names the tensors
   // in errors and the buffers' labels; `category` charges the buffers in the host tier.
   NvmePager(const NvmeStoreOptions& store, Allocator& host, int buffers,
@@ -92,18 +98,29 @@ class NvmePager final : public TensorPager {
     State state = State::kFree;
     size_t view = 0;
     uint64_t released_at = 0;  // release order, for eviction
+    bool dirty = false;        // changed since its last write-out started
     std::vector<NvmeStore::Io> reads;
     std::vector<NvmeStore::Io> writes;
   };
   // The buffer holding `view`, or -1.
   int buffer_of(size_t view) const;
   // A buffer to put `view` into: free, else the idle one the eviction policy picks (unless
-  // `may_wait`, only one whose write-out is done; kCyclic: for a prefetch only one needed after
+  // `may_wait`, only one written out; kSweeps: for a prefetch only one needed after
   // `view`), else (only `for_acquire`) a reading one; -1 if none. Waits for an evicted buffer's
   // I/O.
   int take_buffer(size_t view, bool for_acquire, bool may_wait);
-  // kCyclic: how many acquires from the position until `view` is used.
+  // kSweeps: how many acquires from the position until `view` is used.
   size_t distance(size_t view) const;
+  // kSweeps: follows an acquire of `view` (the direction turns after an end view).
+  void advance(size_t view);
+  // Whether the eviction policy throws out `candidate` before `current`.
+  bool evicts_before(const Buffer& candidate, const Buffer& current) const;
+  // The idle buffer the next eviction takes when no buffer is free, or -1.
+  int next_victim() const;
+  // Starts writing the buffer's view out.
+  void write_out(Buffer& buffer);
+  // Starts the write-out of the next victim if it is changed and an eviction of it is coming.
+  void write_ahead();
   bool writes_done(const Buffer& buffer) const;
   // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
   void wait_writes(Buffer& buffer);
@@ -125,7 +142,8 @@ class NvmePager final : public TensorPager {
   std::vector<int64_t> numel_;
   std::vector<std::vector<uint64_t>> offsets_;  // [view][state]: region in the store
   Eviction eviction_;
-  size_t position_ = 0;        // kCyclic: the view after the last one acquired
+  size_t position_ = 0;        // kSweeps: the view used next
+  bool ascending_ = true;      // kSweeps: the direction of the sweep under way
   std::vector<bool> written_;  // a view's state was written out at least once
   std::vector<bool> failed_;   // a write-out of the view's state failed: lost
   uint64_t stride_ = 0;        // bytes per state tensor in a buffer

@@ -94,7 +94,11 @@ void Optimizer::step(float lr) {
     // shards).
     // A paged master (runtime/shard_view.h) comes in and goes out the same way, beside its
     // state, and its owner refreshes its compute copy from the page before it goes.
-    for (size_t i = 0; i < slots_.size(); ++i) {
+    // The views go in sweeps, alternately up and down (sweep_view): the views the last step
+    // left in the buffers are the ones this step needs first.
+    const size_t n = slots_.size();
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = sweep_view(steps_, k);
       const ShardView& view = slots_[i].view;
       TensorPager* masters = view.pages.pager;
       const std::vector<Tensor> state = pager_->acquire(i);
@@ -108,7 +112,7 @@ void Optimizer::step(float lr) {
         }
         // After the acquires: with a single buffer, a prefetch first would take the buffer view
         // i needs and read view i+1 for nothing.
-        if (i + 1 < slots_.size()) prefetch_view(i + 1);
+        if (k + 1 < n) prefetch_view(sweep_view(steps_, k + 1));
         update(resident, state, lr, steps_);
         if (masters != nullptr && view.pages.updated) view.pages.updated(resident.master);
       } catch (...) {
@@ -212,13 +216,17 @@ void Optimizer::prefetch_view(size_t i) const {
   if (pages.pager != nullptr) pages.pager->prefetch(pages.page, true);
 }
 
+size_t Optimizer::sweep_view(int64_t t, size_t k) const {
+  return t % 2 == 1 ? k : slots_.size() - 1 - k;
+}
+
 void Optimizer::prefetch_state() const {
   if (pager_ == nullptr) return;
-  // The pager takes free or idle buffers and skips a view when none is left.
-  // Waiting, where it must, for the last step's write-outs of the buffers it takes (issued
-  // before the caller's after_step and logging, they are mostly done), so that every buffer
+  // In the next step's order. The pager takes free or idle buffers and skips a view when none
+  // is left or when it would evict a view needed sooner. Waiting, where it must, for the last
+  // step's write-outs of the buffers it takes (mostly done by now), so that every buffer
   // holds a read running through forward and backward.
-  for (size_t i = 0; i < slots_.size(); ++i) prefetch_view(i);
+  for (size_t k = 0; k < slots_.size(); ++k) prefetch_view(sweep_view(steps_ + 1, k));
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {

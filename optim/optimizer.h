@@ -20,7 +20,12 @@
 // (runtime/tensor_pager.h) allocates no state tensors; the pager holds them, and step() brings each
 // view's state in (the next view's read started before this view's update, its write-out after:
 // read i+1 while updating i while writing i-1), with the same update on the same values — the
-// results are bitwise those of resident state. prefetch_state() starts the first views' reads
+// results are bitwise those of resident state. The paged step visits the views in sweeps,
+// alternately 0..N-1 (odd steps) and N-1..0 (even steps): the views a step updated last are
+// still in the pager's buffers and are the next step's first, so with K buffers for N views a
+// step reads about N − K views, not N − K + 1 as in the same order every step (the pager's
+// Eviction::kSweeps plans for that order). Each element's update is independent of the others',
+// so the order does not change a bit. prefetch_state() starts the first views' reads
 // early (they run during forward and backward), and step() returns without waiting for the last
 // write-outs (they run while the caller finishes the step, until the next prefetch_state needs
 // their buffers): a failed write-out is thrown to the next user of its buffer (a later step, a
@@ -127,6 +132,8 @@ class Optimizer {
   Tensor resolved_grad(const Slot& slot) const;
   // Paged state: starts reading view i's state (and its paged master) into the pagers' buffers.
   void prefetch_view(size_t i) const;
+  // Paged state: the k-th view step t updates. Odd steps go up (0..N-1), even steps down.
+  size_t sweep_view(int64_t t, size_t k) const;
 
   const char* kind_;
   std::vector<std::string> state_names_;

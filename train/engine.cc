@@ -233,7 +233,7 @@ class RankRun final : private StepRunner {
       // beside the state in the optimizer's step (sharding/sharded_model.h, "Paged masters").
       master_pager_ =
           nvme_pager("masters", c_.nvme_buffer_count, "master weights",
-                     MemoryCategory::kMasterWeights, offload::NvmePager::Eviction::kCyclic);
+                     MemoryCategory::kMasterWeights, offload::NvmePager::Eviction::kSweeps);
     }
     if (plan_.params_on_nvme) {
       param_pager_ =
@@ -270,10 +270,10 @@ class RankRun final : private StepRunner {
     }
     views_ = sharded_->local_shards();
     if (plan_.optimizer_state_on_nvme) {
-      // The step updates the units in order, round and round (offload/nvme_pager.h, Eviction).
+      // The step updates the units in sweeps, up and down (offload/nvme_pager.h, Eviction).
       state_pager_ =
           nvme_pager("optimizer-state", c_.nvme_buffer_count, "optimizer state",
-                     MemoryCategory::kOptimizerState, offload::NvmePager::Eviction::kCyclic);
+                     MemoryCategory::kOptimizerState, offload::NvmePager::Eviction::kSweeps);
     }
     optimizer_ = make_optimizer(plan_.optimizer, views_, state_pager_.get());
     if (state_pager_ && lead_) {

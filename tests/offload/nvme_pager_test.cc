@@ -4,7 +4,8 @@
 // optimizer_state; state written through access_state() (a checkpoint load) is what the next step
 // reads; a write-out that fails (a full disk) fails the next step that needs its buffer, with an
 // IoError naming the swap file, and the unit whose state was lost so is an error from then on;
-// misuse is refused by name; cyclic eviction reads 2 of 5 views a round where LRU reads all 5.
+// misuse is refused by name; sweeps read and write 1 of 5 views a round where LRU in one order
+// reads and writes all 5.
 #include "offload/nvme_pager.h"
 
 #include <gtest/gtest.h>
@@ -258,45 +259,66 @@ TEST(NvmePager, OverwriteReadsNothingAndMakesALostViewWhole) {
   pager.release(0, false);
 }
 
-// The optimizer's use, round after round: prefetch every view (the forward's prefetch_state),
-// then acquire, prefetch the next and release written each view in order (the step). With 5
-// views of 4 KiB and 4 buffers, least-recently-used eviction throws out exactly the view needed
-// next and reads all 5 every round; kCyclic keeps 3 resident and reads 2, with the same values.
-TEST(NvmePager, CyclicEvictionKeepsAllButOneBufferResidentAcrossRounds) {
+// The optimizer's use, round after round: prefetch every view in the round's order (the
+// forward's prefetch_state), then acquire, prefetch the next and release written each view in
+// that order (the step). With 5 views of 4 KiB and 4 buffers, least-recently-used eviction and
+// the same order every round throw out exactly the view needed next and read all 5 every round;
+// kSweeps with rounds alternately up and down keeps the last round's views and reads 1 and writes
+// 1 a round (writing a view out only when its buffer is needed), with the same values.
+TEST(NvmePager, SweepsReadAndWriteOneViewARoundWithOneBufferLessThanViews) {
   ScratchDir scratch;
   const std::vector<int64_t> numel(5, 1024);
-  const auto round_reads = [&](NvmePager::Eviction eviction) {
+  struct Traffic {
+    std::vector<uint64_t> reads;  // per round
+    uint64_t written = 0;         // in all, the final flush's included
+  };
+  const auto rounds = [&](NvmePager::Eviction eviction, bool alternate) {
     HostPool pool("rank 0 host", {});
     NvmePager pager(store_options(scratch.path("")), pool.allocator(), 4, posix_file_system(),
                     "optimizer state", MemoryCategory::kOptimizerState, eviction);
     pager.attach(numel, 1);
-    std::vector<uint64_t> reads;
-    for (int round = 0; round < 4; ++round) {
-      const uint64_t before = pager.store().stats().bytes_read;
-      for (size_t v = 0; v < numel.size(); ++v) pager.prefetch(v, true);
-      for (size_t v = 0; v < numel.size(); ++v) {
+    Traffic traffic;
+    for (int round = 0; round < 5; ++round) {
+      const uint64_t read_before = pager.store().stats().bytes_read;
+      const auto at = [&](size_t k) { return alternate && round % 2 == 1 ? 4 - k : k; };
+      for (size_t k = 0; k < numel.size(); ++k) pager.prefetch(at(k), true);
+      for (size_t k = 0; k < numel.size(); ++k) {
+        const size_t v = at(k);
         std::vector<Tensor> pages = pager.acquire(v);
-        if (v + 1 < numel.size()) pager.prefetch(v + 1, true);
-        // Each view holds round * 10 + v after its write: what a later round reads must be it.
+        if (k + 1 < numel.size()) pager.prefetch(at(k + 1), true);
+        // Each view holds round * 10 + v after its update: what a later round reads must be it.
         const float expected = round == 0 ? 0.0f : static_cast<float>((round - 1) * 10 + v);
         EXPECT_EQ(pages[0].to_vector().front(), expected) << "round " << round << " view " << v;
         pages[0].copy_from(std::vector<float>(1024, static_cast<float>(round * 10 + v)));
         pager.release(v, true);
       }
-      pager.flush();
-      reads.push_back(pager.store().stats().bytes_read - before);
+      traffic.reads.push_back(pager.store().stats().bytes_read - read_before);
     }
-    return reads;
+    // flush() writes out what the buffers still hold changed (4 views) and waits for every
+    // write: the disk then has every view's last value. (The store counts a write when it
+    // lands, so only the total is exact.)
+    pager.flush();
+    traffic.written = pager.store().stats().bytes_written;
+    for (size_t v = 0; v < numel.size(); ++v) {
+      std::vector<Tensor> pages = pager.acquire(v);
+      EXPECT_EQ(pages[0].to_vector().back(), static_cast<float>(40 + v)) << "view " << v;
+      pager.release(v, false);
+    }
+    return traffic;
   };
-  const std::vector<uint64_t> lru = round_reads(NvmePager::Eviction::kLeastRecentlyUsed);
-  const std::vector<uint64_t> cyclic = round_reads(NvmePager::Eviction::kCyclic);
+  const Traffic lru = rounds(NvmePager::Eviction::kLeastRecentlyUsed, false);
+  const Traffic sweeps = rounds(NvmePager::Eviction::kSweeps, true);
   // Round 0 reads nothing (never written: zeros); from round 2 on the pattern is steady.
-  EXPECT_EQ(lru[0], 0u);
-  EXPECT_EQ(cyclic[0], 0u);
-  for (size_t round = 2; round < lru.size(); ++round) {
-    EXPECT_EQ(lru[round], 5u * 4096) << "round " << round;
-    EXPECT_EQ(cyclic[round], 2u * 4096) << "round " << round;
+  EXPECT_EQ(lru.reads[0], 0u);
+  EXPECT_EQ(sweeps.reads[0], 0u);
+  for (size_t round = 2; round < lru.reads.size(); ++round) {
+    EXPECT_EQ(lru.reads[round], 5u * 4096) << "round " << round;
+    EXPECT_EQ(sweeps.reads[round], 1u * 4096) << "round " << round;
   }
+  // Round 0 evicts 1 view (the fifth needs a buffer); LRU then evicts 5 a round, sweeps 1; the
+  // flush writes the 4 the buffers hold.
+  EXPECT_EQ(lru.written, (1u + 4 * 5 + 4) * 4096);
+  EXPECT_EQ(sweeps.written, (1u + 4 * 1 + 4) * 4096);
 }
 
 }  // namespace

@@ -71,11 +71,11 @@ TEST_F(NvmeOffload, EveryStageAndPrecisionGivesTheBitsOfTheRunWithout) {
     int ranks;
     int stage;
     const char* optimizer = "adamw";
-    int buffers = 4;
+    int buffers = 2;  // for 3 units: every step reads and writes some
     bool striped = false;
   };
   for (const Case k : {Case{2, 1}, Case{2, 2}, Case{2, 3}, Case{1, 2}, Case{2, 2, "sgd"},
-                       Case{2, 3, "adamw", 1, true}}) {
+                       Case{2, 3, "adamw", 1, true}, Case{2, 2, "adamw", 3}}) {
     for (const DType precision : {DType::kF32, DType::kBF16, DType::kF16}) {
       const std::string what = std::to_string(k.ranks) + " ranks, stage " +
                                std::to_string(k.stage) + " " + k.optimizer + ", " +
@@ -94,6 +94,14 @@ TEST_F(NvmeOffload, EveryStageAndPrecisionGivesTheBitsOfTheRunWithout) {
       const TrainResult a = run_training(in_memory);
       const TrainResult b = run_training(on_nvme);
       expect_same_steps(a, b, what);
+      // Fewer buffers than units: the state went to the disk and came back. A buffer a unit:
+      // the buffers keep it, and nothing is read or written.
+      if (k.buffers < 3) {
+        EXPECT_GT(b.nvme_bytes_read, 0u) << what;
+        EXPECT_GT(b.nvme_bytes_written, 0u) << what;
+      } else {
+        EXPECT_EQ(b.nvme_bytes_read + b.nvme_bytes_written, 0u) << what;
+      }
       EXPECT_GT(read_bytes(in_memory.save_weights).size(), 4u * 30000) << what;
       EXPECT_TRUE(read_bytes(in_memory.save_weights) == read_bytes(on_nvme.save_weights))
           << what << ": the final parameters differ";
@@ -117,7 +125,7 @@ TEST_F(NvmeOffload, TheHostTierHoldsBuffersNotTheState) {
   const auto grads = static_cast<size_t>(MemoryCategory::kGradients);
   ASSERT_EQ(h.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
   ASSERT_EQ(n.host_peak_max.size(), static_cast<size_t>(kNumMemoryCategories));
-  // A 2-layer model has 4 units (embeddings, 2 blocks, the head); one buffer holds one unit's
+  // A 2-layer model has 3 units (the 2 blocks and the root); one buffer holds one unit's
   // m and v (the largest, rounded up to 4 KiB each, plus 4 KiB of slack), and one more its
   // master.
   EXPECT_GT(n.host_peak_max[state], 0u);    // the one buffer
@@ -200,10 +208,11 @@ TEST_F(NvmeOffload, AMissingDirectoryAndAFullDiskStopTheRunNamingThem) {
 
 TEST_F(NvmeOffload, AFullDiskUnderTheSwapFilesStopsTheRunNamingTheFile) {
   FaultFileSystem faults;
-  // The swap files fill up after 40 writes of state (a few steps in: each step writes every
-  // unit's m and v on both ranks).
-  faults.add_rule(parse_fault_rule("write:optimizer-state.swap:enospc:after_calls=40"));
+  // The swap files fill up after 20 writes of state (a few steps in: with 1 buffer for 3 units
+  // each step writes 2 units' m and v on both ranks).
+  faults.add_rule(parse_fault_rule("write:optimizer-state.swap:enospc:after_calls=20"));
   TrainConfig c = run(2, 2, DType::kBF16, OffloadTarget::kNvme);
+  c.nvme_buffer_count = 1;
   c.file_system = &faults;
   const std::string message = error_message<IoError>([&] { run_training(c); });
   EXPECT_NE(message.find("optimizer-state.swap"), std::string::npos) << message;
