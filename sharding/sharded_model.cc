@@ -1096,6 +1096,11 @@ void ShardedModel::after_step() {
   refresh_full_parameters(/*after_optimizer=*/true);
 }
 
+void ShardedModel::after_skipped_step() {
+  step_order_->after_step();
+  accumulating_ = false;
+}
+
 void ShardedModel::refresh_full_parameters(bool after_optimizer) {
   // The host bytes of uploads still running (a forward's without a backward: evaluation) are
   // written below.

@@ -408,6 +408,10 @@ class ShardedModel {
   // gathered: all-gather the updated slices). The next finish_backward() starts a new
   // accumulation.
   void after_step();
+  // After a step the optimizer skipped (an fp16 overflow): the masters did not change, so the
+  // parameters are consistent as they are and nothing is cast, read (paged masters) or
+  // gathered; only the next accumulation starts, as after_step() starts it.
+  void after_skipped_step();
 
   struct UnitInfo {
     std::string name;

@@ -88,7 +88,11 @@ StepRecord Trainer::step(int64_t step) {
     rec.grad_norm = std::numeric_limits<float>::quiet_NaN();
   }
   optimizer.reset();
-  r_.model.after_step();
+  if (rec.skipped) {
+    r_.model.after_skipped_step();
+  } else {
+    r_.model.after_step();
+  }
   // The logged loss: the mean over ranks (one small all-reduce), on the communicator's buffer
   // device; fill()/item() store and read the same float on the CPU as a plain store and load.
   Tensor mean = Tensor::empty({1}, DType::kF32, r_.compute, MemoryCategory::kCommBuffers, "loss");

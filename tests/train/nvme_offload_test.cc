@@ -138,6 +138,34 @@ TEST_F(NvmeOffload, TheHostTierHoldsBuffersNotTheState) {
   EXPECT_EQ(n.peak_max[masters], 0u);
 }
 
+// A step the fp16 scaler skips changes no master, so the masters on NVMe are not read again to
+// refresh the parameters (ShardedModel::after_skipped_step): with one buffer for 3 units and
+// nothing of the state written yet, the skipped first steps read nothing from the disk. The run
+// still gives the bits of the run without offload.
+TEST_F(NvmeOffload, AStepTheScalerSkipsReadsNoMasters) {
+  TrainConfig in_memory = run(2, 2, DType::kF16, OffloadTarget::kNone);
+  TrainConfig on_nvme = run(2, 2, DType::kF16, OffloadTarget::kNvme);
+  for (TrainConfig* c : {&in_memory, &on_nvme}) {
+    // The first steps overflow (the loss scaled by 2^24), until the scale backs off.
+    c->loss_scaler.initial_scale = c->loss_scaler.max_scale;
+    c->loss_scaler.backoff_factor = 1.0f / 64;
+    c->loss_scaler.hysteresis = 1;
+    c->steps = 4;
+  }
+  on_nvme.nvme_buffer_count = 1;
+  const TrainResult a = run_training(in_memory);
+  const TrainResult b = run_training(on_nvme);
+  expect_same_steps(a, b, "fp16 with skipped steps");
+  ASSERT_EQ(b.steps.size(), 4u);
+  ASSERT_TRUE(b.steps[0].skipped);
+  EXPECT_FALSE(b.steps[3].skipped);  // the scale came down: the test reaches real steps
+  for (const StepRecord& step : b.steps) {
+    if (step.skipped) {
+      EXPECT_EQ(step.nvme_read_bytes, 0u) << "skipped step " << step.step;
+    }
+  }
+}
+
 // zs-mem --offload optimizer-nvme gives each host-tier category and the NVMe bytes the run
 // measures, exactly (the host tier allocates nothing during a step).
 TEST_F(NvmeOffload, ZsMemsHostAndNvmeSplitIsWhatTheRunMeasures) {
