@@ -496,6 +496,12 @@ class ShardedModel {
   // compute unless their host bytes are about to change (a pager's page, the staging buffer of a
   // cast), where the host waits for them. It must outlive this object (whose destructor waits).
   void set_host_copies(HostCopies* copies) { host_copies_ = copies; }
+  // Waits for the host copies in flight, for a caller about to rewrite host bytes they read
+  // outside the step (a checkpoint's restore writes the host-tier masters through the
+  // optimizer). No-op with synchronous copies.
+  void finish_host_copies() {
+    if (host_copies_ != nullptr) host_copies_->wait();
+  }
   // False once an order change disabled prefetching.
   bool prefetching() const { return config_.prefetch && !order_changed_; }
 

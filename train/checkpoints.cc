@@ -557,6 +557,7 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     }
     ZS_THROW(CorruptCheckpoint, "rank ", worst_rank, ": ", peer_failure(dir, meta, worst_rank));
   }
+  s_.model->finish_host_copies();  // uploads still reading the host masters apply() rewrites
   apply();
   s_.optimizer->set_steps(meta.at("optimizer").at("steps").get<int64_t>());
   const json& scaler = meta.at("loss_scaler");
