@@ -69,7 +69,6 @@ void NvmePager::attach(const std::vector<int64_t>& view_numel, size_t states_per
   store_ = std::make_unique<NvmeStore>(options, file_system_);
   offsets_.assign(numel_.size(), {});
   written_.assign(numel_.size(), false);
-  failed_.assign(numel_.size(), false);
   for (size_t v = 0; v < numel_.size(); ++v) {
     for (size_t k = 0; k < states_; ++k) {
       offsets_[v].push_back(store_->reserve(static_cast<uint64_t>(numel_[v]) * sizeof(float)));
@@ -155,8 +154,9 @@ void NvmePager::wait_writes(Buffer& buffer) {
   try {
     wait_all(buffer.writes);
   } catch (...) {
-    // The view's only good copy was this buffer; its region on disk is torn.
-    failed_[buffer.view] = true;
+    // The view's region on disk is torn, and this buffer holds its only good copy: it stays,
+    // changed, for the next write-out (an eviction, a flush) to try again.
+    buffer.dirty = true;
     throw;
   }
 }
@@ -199,13 +199,15 @@ int NvmePager::next_victim() const {
 }
 
 void NvmePager::write_out(Buffer& buffer) {
-  buffer.dirty = false;
   const uint64_t bytes =
       round_up(static_cast<uint64_t>(numel_[buffer.view]) * sizeof(float), NvmeStore::kAlignment);
+  // A write the store cannot take throws here and leaves the buffer dirty: its bytes are still
+  // the only copy, and the next write-out or flush tries again.
   for (size_t k = 0; k < states_; ++k) {
     buffer.writes.push_back(
         store_->write(offsets_[buffer.view][k], data(buffer) + k * stride_, bytes));
   }
+  buffer.dirty = false;
   written_[buffer.view] = true;
 }
 
@@ -220,7 +222,17 @@ void NvmePager::write_ahead() {
   for (size_t v = 0; v < numel_.size(); ++v) {
     if (buffer_of(v) < 0 &&
         (eviction_ != Eviction::kSweeps || distance(v) < distance(buffer.view))) {
-      write_out(buffer);
+      // Only an early start: a write the store refuses now leaves the buffer dirty, and the
+      // eviction's own write-out (or flush) throws that error where it is waited for, rather
+      // than this acquire, release or prefetch leaving its view half taken.
+      try {
+        write_out(buffer);
+      } catch (const std::exception& e) {
+        ZS_LOG_DEBUG(
+            "{} on NVMe: an early write-out of view {} was refused ({}); it is "
+            "written when its buffer is needed",
+            what_, buffer.view, e.what());
+      }
       return;
     }
   }
@@ -254,10 +266,13 @@ int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
   }
   if (chosen < 0) return -1;
   Buffer& buffer = buffers_[static_cast<size_t>(chosen)];
-  buffer.state = State::kFree;
-  wait_all(buffer.reads);
+  // The evicted view's bytes land on the disk before the buffer is reused. A write the store
+  // refuses, or one that fails, throws and leaves the buffer holding its view, changed: the
+  // eviction fails, nothing is lost.
   if (buffer.dirty) write_out(buffer);  // changed since its last write-out: no write ahead saw it
-  wait_writes(buffer);  // the evicted view's write-out must land before the buffer is reused
+  wait_writes(buffer);
+  buffer.state = State::kFree;
+  wait_all(buffer.reads);  // an evicted prefetch (acquire only): its view stays on the disk
   return chosen;
 }
 
@@ -268,9 +283,6 @@ void NvmePager::start_read(int index, size_t view, bool read) {
     buffer.view = view;
     return;
   }
-  ZS_CHECK_AS(IoError, !failed_[view], what_, " on NVMe: the tensors of view ", view,
-              " could not be written out earlier (that error said why), so it is lost; restart "
-              "the run from its last checkpoint");
   buffer.state = State::kReading;
   buffer.view = view;
   const uint64_t bytes =
@@ -315,13 +327,13 @@ std::vector<Tensor> NvmePager::acquire(size_t view, bool read) {
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   try {
     wait_all(buffer.reads);
-    // A view acquired again while its last write-out runs (idle, not evicted): the caller is
-    // about to change the bytes that write reads.
-    wait_writes(buffer);
   } catch (...) {
-    buffer.state = State::kFree;
+    buffer.state = State::kFree;  // what was read is torn; the view's copy is on the disk
     throw;
   }
+  // A view acquired again while its last write-out runs (idle, not evicted): the caller is
+  // about to change the bytes that write reads. If it failed, the buffer stays as it was.
+  wait_writes(buffer);
   buffer.state = State::kAcquired;
   advance(view);
   write_ahead();
@@ -341,10 +353,7 @@ void NvmePager::release(size_t view, bool dirty) {
   Buffer& buffer = buffers_[static_cast<size_t>(index)];
   buffer.state = State::kIdle;
   buffer.released_at = ++releases_;
-  if (dirty) {
-    buffer.dirty = true;
-    failed_[view] = false;  // whole again (acquire_for_overwrite); its write-out may fail again
-  }
+  if (dirty) buffer.dirty = true;
   write_ahead();
 }
 

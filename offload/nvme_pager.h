@@ -17,9 +17,8 @@
 // buffer or evicts the idle one the policy picks (writing it out and waiting for that first) and
 // never one that is reading or acquired: with too few buffers a prefetch does nothing and
 // acquire() reads then. acquire() also evicts a reading one if it must.
-// acquire_for_overwrite() takes a buffer the same way and reads nothing; its dirty release makes
-// a lost view whole again. A prefetch that may not wait takes only an idle buffer already
-// written out.
+// acquire_for_overwrite() takes a buffer the same way and reads nothing. A prefetch that may not
+// wait takes only an idle buffer already written out.
 //
 // Write-back. A dirty release only marks the buffer changed: a view stays in its buffer,
 // unwritten, until an eviction needs the buffer (or flush()). Writing every changed view at
@@ -40,10 +39,11 @@
 // and writes all N. Three buffers give the optimizer's pipeline its overlap (read i+1, update
 // i, write the victim); one works, serially (no prefetch).
 //
-// Errors: the store's IoErrors, from acquire() (a read) and from flush() or an eviction (a
-// write-out); a view whose write-out failed and whose buffer was then reused has lost its state,
-// and every later read of it is an IoError that says so; acquiring more views than there are
-// buffers is an InvalidArgument.
+// Errors: the store's IoErrors, from acquire() (a read), and from flush() or an eviction (a
+// write-out, or a write the store refuses). A failed write-out loses nothing: the buffer keeps its
+// view, changed, and is not reused until a later write-out of it lands (with the disk full for
+// good, every eviction of it fails, so the run stops on the error). Acquiring more views than
+// there are buffers is an InvalidArgument.
 //
 // Ownership: the pager owns its store; the allocator and the file system must outlive it.
 // Thread-safety: one thread (its user's).
@@ -122,7 +122,7 @@ class NvmePager final : public TensorPager {
   // Starts the write-out of the next victim if it is changed and an eviction of it is coming.
   void write_ahead();
   bool writes_done(const Buffer& buffer) const;
-  // Waits for the buffer's write-outs; a failure marks its view's state lost (failed_).
+  // Waits for the buffer's write-outs; after a failure the buffer is changed again (dirty).
   void wait_writes(Buffer& buffer);
   // Puts `view` into the buffer: reads it in (zeros if never written), or with `read` false
   // nothing (acquire_for_overwrite).
@@ -145,7 +145,6 @@ class NvmePager final : public TensorPager {
   size_t position_ = 0;        // kSweeps: the view used next
   bool ascending_ = true;      // kSweeps: the direction of the sweep under way
   std::vector<bool> written_;  // a view's state was written out at least once
-  std::vector<bool> failed_;   // a write-out of the view's state failed: lost
   uint64_t stride_ = 0;        // bytes per state tensor in a buffer
   uint64_t releases_ = 0;
   double wait_seconds_ = 0.0;

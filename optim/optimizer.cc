@@ -104,6 +104,7 @@ void Optimizer::step(float lr) {
       const std::vector<Tensor> state = pager_->acquire(i);
       ShardView resident = view;
       bool master_acquired = false;
+      bool changed = false;  // the update ran: the buffers hold changed bytes
       try {
         if (masters != nullptr) {
           resident.master = page_view(masters->acquire(view.pages.page).front(),
@@ -114,12 +115,15 @@ void Optimizer::step(float lr) {
         // i needs and read view i+1 for nothing.
         if (k + 1 < n) prefetch_view(sweep_view(steps_, k + 1));
         update(resident, state, lr, steps_);
+        changed = true;
         if (masters != nullptr && view.pages.updated) view.pages.updated(resident.master);
       } catch (...) {
-        // The step fails (an earlier write-out's error, surfacing at an eviction): view i is
-        // given back unwritten, so that the pager stays consistent for whoever handles the error.
-        if (master_acquired) masters->release(view.pages.page, false);
-        pager_->release(i, false);
+        // The step fails (an earlier write-out's error surfacing at an eviction, or the refresh
+        // of the compute copy): view i is given back, changed if its update ran (the state and
+        // master agree with each other), so that the pagers stay consistent for whoever handles
+        // the error.
+        if (master_acquired) masters->release(view.pages.page, changed);
+        pager_->release(i, changed);
         throw;
       }
       // Both go back even if one release fails (a write-out that cannot be submitted): the

@@ -18,20 +18,19 @@
 //
 // Paged state (optimizer offload to NVMe): an optimizer built with a TensorPager
 // (runtime/tensor_pager.h) allocates no state tensors; the pager holds them, and step() brings each
-// view's state in (the next view's read started before this view's update, its write-out after:
-// read i+1 while updating i while writing i-1), with the same update on the same values — the
+// view's state in (the next view's read started before this view's update; the pager writes a
+// changed view out when its buffer is needed), with the same update on the same values — the
 // results are bitwise those of resident state. The paged step visits the views in sweeps,
 // alternately 0..N-1 (odd steps) and N-1..0 (even steps): the views a step updated last are
 // still in the pager's buffers and are the next step's first, so with K buffers for N views a
 // step reads about N − K views, not N − K + 1 as in the same order every step (the pager's
 // Eviction::kSweeps plans for that order). Each element's update is independent of the others',
 // so the order does not change a bit. prefetch_state() starts the first views' reads
-// early (they run during forward and backward), and step() returns without waiting for the last
-// write-outs (they run while the caller finishes the step, until the next prefetch_state needs
-// their buffers): a failed write-out is thrown to the next user of its buffer (a later step, a
-// checkpoint's access_state, flush_state). state() and state_dict()
-// then refuse (there are no resident tensors to hand out); access_state() works either way and is
-// what checkpoints use.
+// early (they run during forward and backward), and step() returns without waiting for any
+// write-out: a failed one is thrown to the next user of its buffer (a later step, a
+// checkpoint's access_state, flush_state), and the buffer keeps the view until one lands. state()
+// and state_dict() then refuse (there are no resident tensors to hand out); access_state() works
+// either way and is what checkpoints use.
 //
 // Paged masters (runtime/shard_view.h's MasterPages: the sharding engine keeps the masters on
 // NVMe with the state): a view's master is read in beside its state (the same order: read i+1

@@ -13,8 +13,9 @@
 // every element); prefetch(v, may_wait) starts bringing them in ahead of acquire (with may_wait
 // false it never waits for the disk: it skips the view when no buffer is free without waiting for
 // a write-out); release(v, dirty) gives them back, changed when dirty (the pager writes them out
-// before it reuses their memory, asynchronously where it can); flush() writes out every changed
-// view, waits for every write-out and throws the first I/O error. At most a bounded number of
+// before it reuses their memory, asynchronously where it can; a clean release promises the
+// bytes are as acquired); flush() writes out every released changed view, waits for every
+// write-out and throws the first I/O error. At most a bounded number of
 // views are resident at once (the pager's buffers); acquiring more views than that without
 // releasing is an error the pager names. A user of other dtypes keeps bytes in the fp32 tensors
 // (a 16-bit shard of n elements in n / 2 of them).

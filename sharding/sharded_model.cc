@@ -1097,6 +1097,9 @@ void ShardedModel::after_step() {
 }
 
 void ShardedModel::after_skipped_step() {
+  ZS_CHECK(step_order_->phase() != StepOrder::Phase::kStepped,
+           "sharding: after_skipped_step() after an optimizer step; the masters changed, so call "
+           "after_step()");
   step_order_->after_step();
   accumulating_ = false;
 }
