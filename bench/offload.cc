@@ -11,17 +11,17 @@
 // Then the offloaded training step: a GPT of --layers × --width (vocab --vocab, context
 // --context, micro-batch 4, AdamW, fp32, one rank with 2 threads, stage 1) for --steps steps in
 // memory, with --offload-optimizer host and with --offload-optimizer nvme (swap files under
-// --dir), each step's median time without the first step; for nvme also the bytes the optimizer
-// state moved per step, the seconds its steps waited for them, and the bound the target quotes:
-// max(the in-memory step, bytes ÷ the raw disk bandwidth at the store's pattern measured above);
-// nvme again with a host buffer for every unit (the buffers keep every unit: nothing is read or
-// written).
-// Then parameter offload: the same model at stage 3 on 2 ranks × 1 thread with the optimizer in
-// the host tier, its parameter shards on the device, in the host tier (--offload-param host) and
-// on NVMe (--offload-param nvme), with rank 0's parameter bytes moved per step and the same bound;
-// last, the host tier's peak by category with both on NVMe at --layers and twice as many: the
-// buffers stay, the masters and the gradient copy grow.
-// Targets: host ≤ 1.10× in memory; nvme ≤ 1.2× the bound. Prints; never asserts.
+// --dir), in turn, three rounds, each run's median step time without the first step, each
+// offloaded run quoted against its round's in-memory run (the median of the rounds' ratios); for
+// nvme also the bytes the optimizer state moved per step, the seconds its steps waited for them,
+// and the bound the target quotes: max(the in-memory step, bytes ÷ the raw disk bandwidth at the
+// store's pattern measured above); nvme again with a host buffer for every unit (the buffers keep
+// every unit: nothing is read or written). Then parameter offload: the same model at stage 3 on 2
+// ranks × 1 thread with the optimizer in the host tier, its parameter shards on the device, in the
+// host tier (--offload-param host) and on NVMe (--offload-param nvme), with rank 0's parameter
+// bytes moved per step and the same bound; last, the host tier's peak by category with both on NVMe
+// at --layers and twice as many: the buffers stay, the masters and the gradient copy grow. Targets:
+// host ≤ 1.10× in memory; nvme ≤ 1.2× the bound. Prints; never asserts.
 //
 // With --model PRESET only the demonstration runs: a GPT preset whose fp32 model states (masters,
 // AdamW's m and v, gradients: 16 bytes per parameter) may exceed this machine's RAM, trained for
@@ -263,43 +263,78 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
     QuietStdout quiet;
     return zs::train::run_training(c);
   };
-  const zs::train::TrainResult none = quiet_run(config(zs::train::OffloadTarget::kNone));
-  const zs::train::TrainResult host = quiet_run(config(zs::train::OffloadTarget::kHost));
-  const zs::train::TrainResult nvme = quiet_run(config(zs::train::OffloadTarget::kNvme));
+  // In memory, host offload and NVMe in turn, kRounds times: each offloaded step is quoted
+  // against the in-memory run of its own round (the machine's speed drifts between rounds), as
+  // the median of the rounds' ratios, every round's ratio printed beside it.
+  constexpr int kRounds = 3;
+  std::vector<zs::train::TrainResult> none, host, nvme;
+  for (int round = 0; round < kRounds; ++round) {
+    none.push_back(quiet_run(config(zs::train::OffloadTarget::kNone)));
+    host.push_back(quiet_run(config(zs::train::OffloadTarget::kHost)));
+    nvme.push_back(quiet_run(config(zs::train::OffloadTarget::kNvme)));
+  }
   // The same with a host buffer for every unit (layers + the root): the buffers then keep every
   // unit's state and master between steps, and the disk takes nothing.
   zs::train::TrainConfig all_buffers = config(zs::train::OffloadTarget::kNvme);
   all_buffers.nvme_buffer_count = static_cast<int>(o.layers) + 1;
   const zs::train::TrainResult nvme_all = quiet_run(all_buffers);
-  const double none_ms = median_step_ms(none);
-  const double host_ms = median_step_ms(host);
+  const zs::train::TrainResult none_last = quiet_run(config(zs::train::OffloadTarget::kNone));
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const auto listed = [](const std::vector<double>& v) {
+    std::string text;
+    for (double x : v) {
+      char figure[32];
+      std::snprintf(figure, sizeof(figure), "%.3f", x);
+      text += (text.empty() ? "" : ", ") + std::string(figure);
+    }
+    return text;
+  };
+  std::vector<double> none_ms, host_ratio;
+  for (int round = 0; round < kRounds; ++round) {
+    none_ms.push_back(median_step_ms(none[static_cast<size_t>(round)]));
+    host_ratio.push_back(median_step_ms(host[static_cast<size_t>(round)]) / none_ms.back());
+  }
   std::printf(
       "\ntraining step: GPT %lld layers x %lld wide, vocab %lld, context %lld, micro-batch "
-      "4, fp32 AdamW, 1 rank x 2 threads, stage 1, %lld steps (median without the first)\n",
+      "4, fp32 AdamW, 1 rank x 2 threads, stage 1, %lld steps (median without the first); "
+      "%d rounds of in memory, host, NVMe\n",
       static_cast<long long>(o.layers), static_cast<long long>(o.width),
       static_cast<long long>(o.vocab), static_cast<long long>(o.context),
-      static_cast<long long>(o.steps));
-  std::printf("in memory          %8.1f ms/step\n", none_ms);
-  std::printf("host offload       %8.1f ms/step  %.3fx in memory (target <= 1.10x)\n", host_ms,
-              host_ms / none_ms);
-  // The state (and masters) on NVMe: the step against max(in memory, the bytes moved at the raw
-  // disk rates measured above).
-  const auto nvme_line = [&](const char* label, const zs::train::TrainResult& r) {
-    const double ms = median_step_ms(r);
-    const double steps = static_cast<double>(r.steps.size());
-    const double read_per_step = static_cast<double>(r.nvme_bytes_read) / steps;
-    const double written_per_step = static_cast<double>(r.nvme_bytes_written) / steps;
-    const double io_ms =
-        1e3 * (read_per_step / (raw_read_gbs * 1e9) + written_per_step / (raw_write_gbs * 1e9));
+      static_cast<long long>(o.steps), kRounds);
+  std::printf("in memory          %8.1f ms/step (median of the rounds)\n", median(none_ms));
+  std::printf(
+      "host offload       %.3fx in memory, median of the rounds' ratios (%s) (target <= "
+      "1.10x)\n",
+      median(host_ratio), listed(host_ratio).c_str());
+  // The state (and masters) on NVMe: each round's step against max(that round's in-memory step,
+  // the bytes moved at the raw disk rates measured above).
+  const auto nvme_line = [&](const char* label, const std::vector<zs::train::TrainResult>& runs,
+                             const std::vector<double>& in_memory_ms) {
+    std::vector<double> ms, ratio, bound_ratio, read, written, io, waited;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const zs::train::TrainResult& run = runs[r];
+      const double steps = static_cast<double>(run.steps.size());
+      read.push_back(static_cast<double>(run.nvme_bytes_read) / steps);
+      written.push_back(static_cast<double>(run.nvme_bytes_written) / steps);
+      io.push_back(1e3 *
+                   (read.back() / (raw_read_gbs * 1e9) + written.back() / (raw_write_gbs * 1e9)));
+      waited.push_back(1e3 * run.nvme_wait_seconds / steps);
+      ms.push_back(median_step_ms(run));
+      ratio.push_back(ms.back() / in_memory_ms[r]);
+      bound_ratio.push_back(ms.back() / std::max(in_memory_ms[r], io.back()));
+    }
     std::printf(
         "%-18s %8.1f ms/step  %.3fx in memory; state and masters read %.1f MB + written %.1f MB "
         "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %.3fx max(in memory, "
-        "disk) (target <= 1.2x)\n",
-        label, ms, ms / none_ms, read_per_step / 1e6, written_per_step / 1e6, io_ms,
-        1e3 * r.nvme_wait_seconds / steps, ms / std::max(none_ms, io_ms));
+        "disk) (rounds: %s) (target <= 1.2x)\n",
+        label, median(ms), median(ratio), median(read) / 1e6, median(written) / 1e6, median(io),
+        median(waited), median(bound_ratio), listed(bound_ratio).c_str());
   };
-  nvme_line("state on NVMe", nvme);
-  nvme_line("  a buffer a unit", nvme_all);
+  nvme_line("state on NVMe", nvme, none_ms);
+  nvme_line("  a buffer a unit", {nvme_all}, {median_step_ms(none_last)});
 
   // Parameter offload: stage 3 on 2 ranks x 1 thread, the optimizer in the host tier; the
   // parameter shards on the device, in the host tier, or on NVMe.

@@ -114,6 +114,9 @@ void Optimizer::step(float lr) {
         // After the acquires: with a single buffer, a prefetch first would take the buffer view
         // i needs and read view i+1 for nothing.
         if (k + 1 < n) prefetch_view(sweep_view(steps_, k + 1));
+        for (size_t later = k + 2; later < n; ++later) {
+          prefetch_view(sweep_view(steps_, later), false);
+        }
         update(resident, state, lr, steps_);
         changed = true;
         if (masters != nullptr && view.pages.updated) view.pages.updated(resident.master);
@@ -214,10 +217,10 @@ void Optimizer::flush_state() const {
   for (TensorPager* masters : master_pagers_) masters->flush();
 }
 
-void Optimizer::prefetch_view(size_t i) const {
-  pager_->prefetch(i, true);
+void Optimizer::prefetch_view(size_t i, bool may_wait) const {
+  pager_->prefetch(i, may_wait);
   const MasterPages& pages = slots_[i].view.pages;
-  if (pages.pager != nullptr) pages.pager->prefetch(pages.page, true);
+  if (pages.pager != nullptr) pages.pager->prefetch(pages.page, may_wait);
 }
 
 size_t Optimizer::sweep_view(int64_t t, size_t k) const {

@@ -130,7 +130,7 @@ class Optimizer {
   void add_slot(ShardView view, bool grad_from_autograd);
   Tensor resolved_grad(const Slot& slot) const;
   // Paged state: starts reading view i's state (and its paged master) into the pagers' buffers.
-  void prefetch_view(size_t i) const;
+  void prefetch_view(size_t i, bool may_wait = true) const;
   // Paged state: the k-th view step t updates. Odd steps go up (0..N-1), even steps down.
   size_t sweep_view(int64_t t, size_t k) const;
 
