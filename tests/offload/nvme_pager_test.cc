@@ -322,8 +322,8 @@ TEST(NvmePager, SweepsReadAndWriteOneViewARoundWithOneBufferLessThanViews) {
       traffic.reads.push_back(pager.store().stats().bytes_read - read_before);
     }
     // flush() writes out what the buffers still hold changed (4 views) and waits for every
-    // write: the disk then has every view's last value. (The store counts a write when it
-    // lands, so only the total is exact.)
+    // write (the store counts a write when it lands, so only the total is exact); every view
+    // then reads its last value (most from the buffers, the others from the disk).
     pager.flush();
     traffic.written = pager.store().stats().bytes_written;
     for (size_t v = 0; v < numel.size(); ++v) {
