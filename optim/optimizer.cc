@@ -142,10 +142,11 @@ void Optimizer::step(float lr) {
       pager_->release(i, true);
       if (error) std::rethrow_exception(error);
     }
-    // No flush: the last views' write-outs run on while the caller finishes the step (after_step,
-    // logging) until the next step's prefetch_state takes their buffers; a buffer is reused only
-    // after its write-out landed, and a failed one fails whoever waits for it next (an acquire or
-    // eviction of a later step, a checkpoint's access, flush_state()).
+    // No flush: the changed views stay in their buffers until a buffer is needed (their
+    // write-outs then run, started early where the pager sees the eviction coming); a buffer is
+    // reused only after its write-out landed, and a failed one fails whoever waits for it next
+    // (an acquire or eviction of a later step, a checkpoint's access, flush_state()) and keeps
+    // its view.
     for (GradientGate* gate : gates_) gate->stepped();
     return;
   }

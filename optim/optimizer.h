@@ -33,10 +33,11 @@
 // either way and is what checkpoints use.
 //
 // Paged masters (runtime/shard_view.h's MasterPages: the sharding engine keeps the masters on
-// NVMe with the state): a view's master is read in beside its state (the same order: read i+1
-// while updating i while writing i-1), updated in the page, handed to the view's `updated` and
-// written out. Paged masters need paged state. access_master() is the master's access for
-// checkpoints, resident or paged; flush_state() flushes the masters' pagers too.
+// NVMe with the state): a view's master is read in beside its state (the same order and
+// prefetches), updated in the page, handed to the view's `updated` and released changed (the
+// pager writes it out when its buffer is needed). Paged masters need paged state. access_master()
+// is the master's access for checkpoints, resident or paged; flush_state() flushes the masters'
+// pagers too.
 //
 // Thread-safety: none; one optimizer per rank, used from the rank's compute thread. Inside
 // step() the loops use the calling thread's OpenMP team (its intra-op threads).

@@ -210,13 +210,13 @@
 // copy stream with set_host_copies), made when the gather starts — prefetched or on demand — and
 // with kNvme the pager's read of the unit after the one being prefetched is started at the same
 // time, along the recorded order, so the disk works while the current unit computes. after_step()
-// casts the updated masters into the shards (kNvme: into a pager buffer written out asynchronously;
-// the last units are written first, so the first units of the next forward are the ones still in
-// the buffers — except with paged masters, where the optimizer's step stores each shard as it
-// updates the unit, in its sweep's order: optim/optimizer.h). The same casts of the same masters:
-// the bits equal the run without parameter offload. Units kept gathered are not offloaded (their
-// full parameters stay on the device anyway). On one rank (one device) stage 3 with parameter
-// offload keeps stage 3's row (StagePolicy::make): the "shard" is the whole unit and its
+// casts the updated masters into the shards (kNvme: into a pager buffer, written out when the pager
+// needs it; the last units are written first, so the first units of the next forward are the ones
+// still in the buffers — except with paged masters, where the optimizer's step stores each shard as
+// it updates the unit, in its sweep's order: optim/optimizer.h). The same casts of the same
+// masters: the bits equal the run without parameter offload. Units kept gathered are not offloaded
+// (their full parameters stay on the device anyway). On one rank (one device) stage 3 with
+// parameter offload keeps stage 3's row (StagePolicy::make): the "shard" is the whole unit and its
 // collectives are over one rank, so that the parameters can leave the device; hybrid groups of one
 // rank are refused (they would run stage 0).
 //
