@@ -61,9 +61,7 @@ void NvmePager::attach(const std::vector<int64_t>& view_numel, size_t states_per
   for (int64_t n : numel_) largest = std::max(largest, n);
   stride_ = round_up(static_cast<uint64_t>(largest) * sizeof(float), NvmeStore::kAlignment);
   uint64_t capacity = 0;
-  for (int64_t n : numel_) {
-    capacity += states_ * round_up(static_cast<uint64_t>(n) * sizeof(float), NvmeStore::kAlignment);
-  }
+  for (size_t v = 0; v < numel_.size(); ++v) capacity += states_ * region_bytes(v);
   NvmeStoreOptions options = store_options_;
   options.capacity = std::max<uint64_t>(capacity, NvmeStore::kAlignment);
   store_ = std::make_unique<NvmeStore>(options, file_system_);
@@ -186,21 +184,33 @@ bool NvmePager::evicts_before(const Buffer& candidate, const Buffer& current) co
   return candidate.released_at < current.released_at;
 }
 
-int NvmePager::next_victim() const {
+int NvmePager::first_free() const {
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (buffers_[b].state == State::kFree) return static_cast<int>(b);
+  }
+  return -1;
+}
+
+int NvmePager::best_idle(bool written_only) const {
   int chosen = -1;
   for (size_t b = 0; b < buffers_.size(); ++b) {
-    if (buffers_[b].state == State::kFree) return -1;
-    if (buffers_[b].state == State::kIdle &&
-        (chosen < 0 || evicts_before(buffers_[b], buffers_[static_cast<size_t>(chosen)]))) {
+    const Buffer& buffer = buffers_[b];
+    if (buffer.state == State::kIdle && (!written_only || (!buffer.dirty && writes_done(buffer))) &&
+        (chosen < 0 || evicts_before(buffer, buffers_[static_cast<size_t>(chosen)]))) {
       chosen = static_cast<int>(b);
     }
   }
   return chosen;
 }
 
+int NvmePager::next_victim() const { return first_free() >= 0 ? -1 : best_idle(false); }
+
+uint64_t NvmePager::region_bytes(size_t view) const {
+  return round_up(static_cast<uint64_t>(numel_[view]) * sizeof(float), NvmeStore::kAlignment);
+}
+
 void NvmePager::write_out(Buffer& buffer) {
-  const uint64_t bytes =
-      round_up(static_cast<uint64_t>(numel_[buffer.view]) * sizeof(float), NvmeStore::kAlignment);
+  const uint64_t bytes = region_bytes(buffer.view);
   // A write the store cannot take throws here and leaves the buffer dirty: its bytes are still
   // the only copy, and the next write-out or flush tries again.
   for (size_t k = 0; k < states_; ++k) {
@@ -239,20 +249,12 @@ void NvmePager::write_ahead() {
 }
 
 int NvmePager::take_buffer(size_t view, bool for_acquire, bool may_wait) {
-  int chosen = -1;
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    if (buffers_[b].state == State::kFree) return static_cast<int>(b);
-  }
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    const Buffer& buffer = buffers_[b];
-    // A prefetch that may not wait leaves a buffer whose write-out still runs or has not started
-    // (it would wait for the disk here, on the compute thread, for a read that can as well come
-    // later).
-    if (buffer.state == State::kIdle && (may_wait || (!buffer.dirty && writes_done(buffer))) &&
-        (chosen < 0 || evicts_before(buffer, buffers_[static_cast<size_t>(chosen)]))) {
-      chosen = static_cast<int>(b);
-    }
-  }
+  const int free = first_free();
+  if (free >= 0) return free;
+  // A prefetch that may not wait leaves a buffer whose write-out still runs or has not started
+  // (it would wait for the disk here, on the compute thread, for a read that can as well come
+  // later).
+  int chosen = best_idle(/*written_only=*/!may_wait);
   // kSweeps: a prefetch of a view needed after every resident candidate would evict a view
   // needed sooner, to be read again before this one is used.
   if (chosen >= 0 && !for_acquire && eviction_ == Eviction::kSweeps &&
@@ -285,8 +287,7 @@ void NvmePager::start_read(int index, size_t view, bool read) {
   }
   buffer.state = State::kReading;
   buffer.view = view;
-  const uint64_t bytes =
-      round_up(static_cast<uint64_t>(numel_[view]) * sizeof(float), NvmeStore::kAlignment);
+  const uint64_t bytes = region_bytes(view);
   for (size_t k = 0; k < states_; ++k) {
     char* at = data(buffer) + k * stride_;
     if (written_[view]) {

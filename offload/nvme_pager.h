@@ -115,8 +115,15 @@ class NvmePager final : public TensorPager {
   void advance(size_t view);
   // Whether the eviction policy throws out `candidate` before `current`.
   bool evicts_before(const Buffer& candidate, const Buffer& current) const;
+  // A free buffer, or -1.
+  int first_free() const;
+  // The idle buffer the eviction policy throws out first (`written_only`: among those whose
+  // bytes are on the disk), or -1.
+  int best_idle(bool written_only) const;
   // The idle buffer the next eviction takes when no buffer is free, or -1.
   int next_victim() const;
+  // Bytes of one state tensor's region of `view` in the store (4 KiB aligned).
+  uint64_t region_bytes(size_t view) const;
   // Starts writing the buffer's view out.
   void write_out(Buffer& buffer);
   // Starts the write-out of the next victim if it is changed and an eviction of it is coming.

@@ -9,6 +9,15 @@
 #include "runtime/memory_tracker.h"
 
 namespace zs::optim {
+namespace {
+
+// View `v`'s paged master, acquired from its pager, as a tensor of the master's shape.
+Tensor acquire_paged_master(const ShardView& v) {
+  return page_view(v.pages.pager->acquire(v.pages.page).front(), v.master.shape(), DType::kF32,
+                   v.master.name());
+}
+
+}  // namespace
 
 Optimizer::Optimizer(const char* kind, std::vector<ShardView> views,
                      std::vector<std::string> state_names, TensorPager* pager)
@@ -107,8 +116,7 @@ void Optimizer::step(float lr) {
       bool changed = false;  // the update ran: the buffers hold changed bytes
       try {
         if (masters != nullptr) {
-          resident.master = page_view(masters->acquire(view.pages.page).front(),
-                                      view.master.shape(), DType::kF32, view.master.name());
+          resident.master = acquire_paged_master(view);
           master_acquired = true;
         }
         // After the acquires: with a single buffer, a prefetch first would take the buffer view
@@ -208,9 +216,7 @@ Optimizer::StateAccess Optimizer::access_state(size_t i) const {
 Optimizer::StateAccess Optimizer::access_master(size_t i) const {
   const ShardView& v = view(i);
   if (v.pages.pager == nullptr) return StateAccess(nullptr, i, {v.master});
-  return StateAccess(v.pages.pager, v.pages.page,
-                     {page_view(v.pages.pager->acquire(v.pages.page).front(), v.master.shape(),
-                                DType::kF32, v.master.name())});
+  return StateAccess(v.pages.pager, v.pages.page, {acquire_paged_master(v)});
 }
 
 void Optimizer::flush_state() const {

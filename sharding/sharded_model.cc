@@ -1083,7 +1083,7 @@ void ShardedModel::finish_backward() {
   }
   // The host reads the gradient shards next (clipping, the optimizer): every download lands
   // first (and with them every upload of the step: they were enqueued before).
-  if (host_copies_ != nullptr) host_copies_->wait();
+  finish_host_copies();
   accumulating_ = true;
   collective_spans_.record_completed();
   // The first backward completed both schedules: agree on them before the next pass uses them.
@@ -1107,7 +1107,7 @@ void ShardedModel::after_skipped_step() {
 void ShardedModel::refresh_full_parameters(bool after_optimizer) {
   // The host bytes of uploads still running (a forward's without a backward: evaluation) are
   // written below.
-  if (host_copies_ != nullptr) host_copies_->wait();
+  finish_host_copies();
   // Stages 1/2 keep full parameters: gather the updated slices. Stage 3 does the same for the
   // units that are gathered now (the small units it keeps gathered); the others are gathered
   // when next used.
@@ -1214,7 +1214,7 @@ void ShardedModel::load_full_parameters(const ParameterFill& fill) {
   }
   ZS_CHECK(failed_rank == comm_.size(), "load_full_parameters: the fill failed on rank ",
            failed_rank, " (its error says why); no parameter was changed on any rank");
-  if (host_copies_ != nullptr) host_copies_->wait();  // uploads may still read the masters
+  finish_host_copies();  // uploads may still read the masters
   for (size_t k = 0; k < units_.size(); ++k) {
     PageAccess held = master_of(*units_[k], /*overwrite=*/true);
     const Tensor& master = held.tensors().front();
