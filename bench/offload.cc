@@ -58,6 +58,7 @@
 #include "offload/nvme_store.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
+#include "runtime/measured_limit.h"
 #include "train/config.h"
 #include "train/engine.h"
 
@@ -283,12 +284,19 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  const auto listed = [](const std::vector<double>& v) {
+  // A ratio to max(in memory, disk time) below 1 where the disk time is the larger means the step
+  // beat the time its bytes take at the raw rates: those were measured low, and the figure is
+  // "—" (runtime/measured_limit.h), not quoted as it stands. `disk_bound` < 0: no such bound.
+  const auto bound_figure = [](double ratio, double disk_bound) {
+    if (disk_bound > 0 && ratio < 1) return std::string(zs::kUnknownFigure);
+    char figure[32];
+    std::snprintf(figure, sizeof(figure), "%.3f", ratio);
+    return std::string(figure);
+  };
+  const auto listed = [&](const std::vector<double>& v, const std::vector<double>& disk_bound) {
     std::string text;
-    for (double x : v) {
-      char figure[32];
-      std::snprintf(figure, sizeof(figure), "%.3f", x);
-      text += (text.empty() ? "" : ", ") + std::string(figure);
+    for (size_t i = 0; i < v.size(); ++i) {
+      text += (text.empty() ? "" : ", ") + bound_figure(v[i], disk_bound[i]);
     }
     return text;
   };
@@ -308,12 +316,12 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
   std::printf(
       "host offload       %.3fx in memory, median of the rounds' ratios (%s) (target <= "
       "1.10x)\n",
-      median(host_ratio), listed(host_ratio).c_str());
+      median(host_ratio), listed(host_ratio, std::vector<double>(host_ratio.size(), -1)).c_str());
   // The state (and masters) on NVMe: each round's step against max(that round's in-memory step,
   // the bytes moved at the raw disk rates measured above).
   const auto nvme_line = [&](const char* label, const std::vector<zs::train::TrainResult>& runs,
                              const std::vector<double>& in_memory_ms) {
-    std::vector<double> ms, ratio, bound_ratio, read, written, io, waited;
+    std::vector<double> ms, ratio, bound_ratio, read, written, io, waited, disk_bound;
     for (size_t r = 0; r < runs.size(); ++r) {
       const zs::train::TrainResult& run = runs[r];
       const double steps = static_cast<double>(run.steps.size());
@@ -325,13 +333,21 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
       ms.push_back(median_step_ms(run));
       ratio.push_back(ms.back() / in_memory_ms[r]);
       bound_ratio.push_back(ms.back() / std::max(in_memory_ms[r], io.back()));
+      disk_bound.push_back(io.back() > in_memory_ms[r] ? 1 : -1);
     }
+    // The median's own disk bound: that of the round whose ratio is the median.
+    std::vector<size_t> order(bound_ratio.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return bound_ratio[a] < bound_ratio[b]; });
+    const size_t mid = order[order.size() / 2];
     std::printf(
         "%-18s %8.1f ms/step  %.3fx in memory; state and masters read %.1f MB + written %.1f MB "
-        "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %.3fx max(in memory, "
+        "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %sx max(in memory, "
         "disk) (rounds: %s) (target <= 1.2x)\n",
         label, median(ms), median(ratio), median(read) / 1e6, median(written) / 1e6, median(io),
-        median(waited), median(bound_ratio), listed(bound_ratio).c_str());
+        median(waited), bound_figure(bound_ratio[mid], disk_bound[mid]).c_str(),
+        listed(bound_ratio, disk_bound).c_str());
   };
   nvme_line("state on NVMe", nvme, none_ms);
   nvme_line("  a buffer a unit", {nvme_all}, {median_step_ms(none_last)});
@@ -380,10 +396,12 @@ void step_times(const Options& o, double raw_write_gbs, double raw_read_gbs) {
               median_step_ms(params_host) / device_ms);
   std::printf(
       "shards on NVMe     %8.1f ms/step  %.3fx on device; rank 0 read %.1f MB + wrote %.1f MB "
-      "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %.3fx max(on device, "
+      "per step (%.1f ms at the raw disk rate), waited %.1f ms per step; %sx max(on device, "
       "disk)\n",
       params_nvme_ms, params_nvme_ms / device_ms, p_read / 1e6, p_written / 1e6, p_io_ms,
-      1e3 * params_nvme.nvme_wait_seconds / p_steps, params_nvme_ms / std::max(device_ms, p_io_ms));
+      1e3 * params_nvme.nvme_wait_seconds / p_steps,
+      bound_figure(params_nvme_ms / std::max(device_ms, p_io_ms), p_io_ms > device_ms ? 1 : -1)
+          .c_str());
 
   std::printf(
       "\nhost tier peak per rank, optimizer state and parameter shards on NVMe (stage 3, 2 ranks, "
@@ -532,7 +550,7 @@ int main(int argc, char** argv) {
     const uint64_t v = i * 0x9e3779b97f4a7c15ull;
     std::memcpy(out.get() + i, &v, std::min<uint64_t>(8, o.bytes - i));
   }
-  const zs::bench::RawResult raw = raw_like_store(o, out.get(), in.get());
+  zs::bench::RawResult raw = raw_like_store(o, out.get(), in.get());
   std::printf(
       "raw disk, the store's pattern (preallocated, O_DIRECT, %.0f MiB requests, %d threads): "
       "write %.2f GB/s, read %.2f GB/s\n",
@@ -547,9 +565,25 @@ int main(int argc, char** argv) {
     }
     try {
       const StoreResult s = store_bandwidth(o, engine, out.get(), in.get());
-      std::printf("%-10s %12.2f %12.2f %9.0f%% %9.0f%%  %s\n", s.engine.c_str(), s.write_gbs,
-                  s.read_gbs, 100.0 * s.write_gbs / raw.write_gbs,
-                  100.0 * s.read_gbs / raw.read_gbs, s.same_bytes ? "equal" : "DIFFERENT");
+      // The store faster than the raw disk means the raw rate was measured low (the disk was
+      // busy then): measured again, the best kept, and "—" if it still reads low
+      // (runtime/measured_limit.h).
+      const double raw_write = raw.write_gbs, raw_read = raw.read_gbs;
+      for (int again = 0; again < 2 && (s.write_gbs > raw.write_gbs || s.read_gbs > raw.read_gbs);
+           ++again) {
+        const zs::bench::RawResult now = raw_like_store(o, out.get(), in.get());
+        raw.write_gbs = std::max(raw.write_gbs, now.write_gbs);
+        raw.read_gbs = std::max(raw.read_gbs, now.read_gbs);
+      }
+      if (raw.write_gbs > raw_write || raw.read_gbs > raw_read) {
+        std::printf(
+            "raw disk measured again (the store beat it): write %.2f GB/s, read %.2f GB/s\n",
+            raw.write_gbs, raw.read_gbs);
+      }
+      std::printf("%-10s %12.2f %12.2f %10s %10s  %s\n", s.engine.c_str(), s.write_gbs,
+                  s.read_gbs, zs::percent_of_limit(s.write_gbs, raw.write_gbs, "%.0f%%").c_str(),
+                  zs::percent_of_limit(s.read_gbs, raw.read_gbs, "%.0f%%").c_str(),
+                  s.same_bytes ? "equal" : "DIFFERENT");
     } catch (const zs::Error& e) {
       std::printf("%-10s failed: %s\n", engine, e.what());
     }

@@ -19,6 +19,7 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "runtime/allocator.h"
+#include "runtime/measured_limit.h"
 
 namespace {
 
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   adam.step(1e-4f);  // warm-up: state pages touched
   const double adam_s = best_seconds(repeats, [&] { adam.step(1e-4f); });
   stream_4r3w(p, g, m, v, n, 1e-9f);
-  const double bound_s = best_seconds(repeats, [&] { stream_4r3w(p, g, m, v, n, 1e-9f); });
+  double bound_s = best_seconds(repeats, [&] { stream_4r3w(p, g, m, v, n, 1e-9f); });
   const double triad_s = best_seconds(repeats, [&] { triad(m, p, g, n, 0.5f); });
   const double memcpy_s = best_seconds(repeats, [&] { parallel_memcpy(v, g, n); });
 
@@ -133,14 +134,20 @@ int main(int argc, char** argv) {
 
   const double elems = static_cast<double>(n);
   const double gb = 1e9;
-  const double adam_rate = elems / adam_s, bound_rate = elems / bound_s;
+  const double adam_rate = elems / adam_s;
+  // An AdamW step faster than its bound means the bound was measured low: measured again, and
+  // the ratio is "—" if it still reads low (runtime/measured_limit.h).
+  const double bound_rate = zs::remeasured_limit(elems / bound_s, adam_rate, [&] {
+    return elems / best_seconds(repeats, [&] { stream_4r3w(p, g, m, v, n, 1e-9f); });
+  });
+  bound_s = elems / bound_rate;
   std::printf("  %-34s %8.1f ms  %8.1f Melem/s  %6.1f GB/s (28 B/elem)\n", "AdamW step",
               adam_s * 1e3, adam_rate / 1e6, 28 * elems / adam_s / gb);
   std::printf("  %-34s %8.1f ms  %8.1f Melem/s  %6.1f GB/s (28 B/elem)\n",
               "bound: read 4 + write 3 streams", bound_s * 1e3, bound_rate / 1e6,
               28 * elems / bound_s / gb);
-  std::printf("  %-34s %8.1f %%   (target >= 70%%)\n", "AdamW / bound",
-              100 * adam_rate / bound_rate);
+  std::printf("  %-34s %8s     (target >= 70%%)\n", "AdamW / bound",
+              zs::percent_of_limit(adam_rate, bound_rate).c_str());
   std::printf("  %-34s %8.1f ms  %8.1f Melem/s  %6.1f GB/s (20 B/elem)\n", "SGD nesterov step",
               sgd_s * 1e3, elems / sgd_s / 1e6, 20 * elems / sgd_s / gb);
   std::printf("  %-34s %8.1f ms                    %6.1f GB/s (12 B/elem)\n", "triad a = b + s*c",

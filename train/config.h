@@ -33,6 +33,8 @@
 
 namespace zs::train {
 
+class PeakProbe;  // train/compute_peak.h
+
 // --eval-batches when not given (0 = every held-out window).
 constexpr int64_t kDefaultEvalBatches = 20;
 
@@ -225,6 +227,9 @@ struct TrainConfig {
   // are made and moved through (runtime/file_system.h): the POSIX one; a test passes a fault
   // wrapper (runtime/fault_file_system.h). Not owned; it must outlive the run.
   const FileSystem* file_system = &posix_file_system();
+  // What the log's MFU on the CPU is measured through (train/compute_peak.h): null for the
+  // SGEMM probe; a test passes a slow one. Not owned; it must outlive the run.
+  const PeakProbe* peak_probe = nullptr;
 
   // Restarts after a failure (train/restarts.h): with rank threads, a failed attempt is run
   // again from the newest checkpoint in checkpoint_dir, up to max_restarts times, when a restart

@@ -35,6 +35,8 @@ class RankDevice {
  public:
   virtual ~RankDevice() = default;
   virtual Device device() const = 0;
+  // The device's name as its driver gives it ("NVIDIA H200").
+  virtual std::string name() const = 0;
   // Where the rank's tensors live; every allocation is ordered on stream().
   virtual Allocator& allocator() = 0;
   virtual comm::StreamRef stream() const = 0;

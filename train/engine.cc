@@ -36,6 +36,7 @@
 #include "sharding/sharded_model.h"
 #include "sharding/unit_plan.h"
 #include "train/checkpoints.h"
+#include "train/compute_peak.h"
 #include "train/device.h"
 #include "train/evaluator.h"
 #include "train/generation.h"
@@ -106,7 +107,7 @@ class RankRun final : private StepRunner {
   // nccl backend's scratch is charged to it too; it outlives the run.
   RankRun(const TrainConfig& config, const models::GptConfig& model_config, const TaskData& data,
           int64_t seq, comm::Communicator& comm, MemoryTracker& tracker, int local_ranks,
-          double gemm_peak, int attempt, TrainResult* result)
+          const PeakMeasurement& cpu_peak, int attempt, TrainResult* result)
       : c_(config),
         data_(data),
         comm_(comm),
@@ -119,7 +120,7 @@ class RankRun final : private StepRunner {
         compute_(device_ ? device_->allocator() : allocator_),
         task_(make_task(data, model_config, seq)),
         result_(result),
-        gemm_peak_(gemm_peak),
+        cpu_peak_(cpu_peak),
         seq_(seq),
         attempt_(attempt),
         plan_(translate(config, comm.rank(), comm.size())) {
@@ -330,6 +331,28 @@ class RankRun final : private StepRunner {
 
   StepRecord step(int64_t step) override { return trainer_->step(step); }
 
+  // What the lead rank's MFU is against: on the CPU the GEMM rate measured at start, measured
+  // again over the run; on a GPU its published dense peak for the run's dtype, or, for a device
+  // not in that table, a GEMM in that dtype measured here.
+  ComputePeak compute_peak() {
+    if (!device_) {
+      return cpu_peak_.probe ? ComputePeak::measured(cpu_peak_.flops, *cpu_peak_.probe)
+                             : ComputePeak();
+    }
+    const std::string name = device_->name();
+    std::string model;
+    const double published = published_gpu_peak(name, c_.precision, &model);
+    if (published > 0) {
+      return ComputePeak::published(published, "the " + model + "'s dense " +
+                                                   dtype_name(c_.precision) +
+                                                   " peak, published; the device: " + name);
+    }
+    ZS_LOG_INFO("MFU: {} is not in the table of published peaks; measuring a {} GEMM", name,
+                dtype_name(c_.precision));
+    device_probe_ = std::make_unique<MatmulProbe>(device_->allocator(), c_.precision, 4096);
+    return ComputePeak::measured(device_probe_->measure(), *device_probe_);
+  }
+
   void run_loop() {
     models::Gpt* gpt = task_->gpt();
     const double flops_per_token =
@@ -339,7 +362,7 @@ class RankRun final : private StepRunner {
     Evaluator evaluator(*rank_);
     TextGeneration generation(*rank_);
     WeightExport weights(*rank_);
-    StepLog log(*rank_, gemm_peak_, flops_per_token);
+    StepLog log(*rank_, lead_ ? compute_peak() : ComputePeak(), flops_per_token);
     RunReport report(*rank_);
     InjectedFaults faults(c_, comm_.rank(), attempt_);
     // The order at each point: evaluation, sample and export before the end-of-run tables.
@@ -390,7 +413,9 @@ class RankRun final : private StepRunner {
   Allocator& compute_;  // where the model, the shards and the scalar collectives live
   std::unique_ptr<Task> task_;
   TrainResult* result_;
-  const double gemm_peak_;  // FLOP/s of one rank's GEMM (0: none, on a GPU)
+  // The CPU's GEMM rate measured before the ranks started (train/compute_peak.h).
+  const PeakMeasurement cpu_peak_;
+  std::unique_ptr<PeakProbe> device_probe_;  // a GPU not in the table of published peaks
   const int64_t seq_;
   const int attempt_;  // 0: the first; k: after the k-th restart (--max-restarts)
   const TrainPlan plan_;
@@ -427,7 +452,7 @@ std::chrono::milliseconds comm_timeout(const TrainConfig& config) {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               double gemm_peak, int attempt, TrainResult& result);
+               const PeakMeasurement& cpu_peak, int attempt, TrainResult& result);
 bool rank_threads(const TrainConfig& config, const std::string& backend,
                   const comm::LaunchInfo& launch);
 
@@ -538,16 +563,18 @@ TrainResult run_training(const TrainConfig& config) {
                 "(--offload-optimizer nvme); zs-mem --offload ... shows the split");
   }
 
-  // The GEMM rate the log's model FLOP utilization is against: measured once per process,
-  // before any rank runs, on this thread with one rank's compute threads. A GPU run shows none
-  // (the CPU's GEMM says nothing of the GPU's).
-  double gemm_peak = 0;
+  // The GEMM rate the log's model FLOP utilization is against on the CPU: first measured
+  // before any rank runs, on this thread with one rank's compute threads, then again by the lead
+  // rank over the first steps (train/compute_peak.h). A GPU's is its own (RankRun).
+  const CpuGemmProbe default_probe(0.02);
+  PeakMeasurement cpu_peak;
   if (config.device == "cpu") {
+    cpu_peak.probe = config.peak_probe ? config.peak_probe : &default_probe;
     const int local_ranks =
         rank_threads(config, backend, launch) ? config.ranks : launch.local_size;
     const int threads_before = ops::cpu::intra_op_threads();
     ops::cpu::set_intra_op_threads(compute_threads(config, local_ranks));
-    gemm_peak = measure_gemm_peak(0.05);
+    cpu_peak.flops = cpu_peak.probe->measure();
     ops::cpu::set_intra_op_threads(threads_before);
   }
 
@@ -556,7 +583,7 @@ TrainResult run_training(const TrainConfig& config) {
     // communicators destroyed) before the next one starts.
     return run_with_restarts(
         config, [&](const TrainConfig& attempt_config, int attempt, TrainResult& out) {
-          run_world(attempt_config, gpt, *data, seq, backend, launch, gemm_peak, attempt, out);
+          run_world(attempt_config, gpt, *data, seq, backend, launch, cpu_peak, attempt, out);
         });
   } catch (const OutOfMemory& e) {
     ZS_THROW(OutOfMemory, e.what(), "\n", memory_advice(config, units, world));
@@ -581,7 +608,7 @@ std::string rank_tracker_name(int rank, Device device) {
 
 void run_world(const TrainConfig& config, const models::GptConfig& gpt, const TaskData& data,
                int64_t seq, const std::string& backend, const comm::LaunchInfo& launch,
-               double gemm_peak, int attempt, TrainResult& result) {
+               const PeakMeasurement& cpu_peak, int attempt, TrainResult& result) {
   if (rank_threads(config, backend, launch)) {
     // One process, config.ranks rank threads: on the CPU (local backend), or rank r on GPU r
     // over an nccl group formed across the threads.
@@ -606,7 +633,7 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
         }
       } keep{mine, result, comm.rank() == 0};
       RankRun(config, gpt, data, seq, comm, *trackers[static_cast<size_t>(comm.rank())],
-              config.ranks, gemm_peak, attempt, &mine)
+              config.ranks, cpu_peak, attempt, &mine)
           .run();
     };
     if (gpus) {
@@ -630,7 +657,7 @@ void run_world(const TrainConfig& config, const models::GptConfig& gpt, const Ta
     std::unique_ptr<comm::Communicator> comm = comm::make_world_communicator(
         backend, launch, comm_timeout(config), device.is_cuda() ? &tracker : nullptr);
     RankScope scope(comm->rank());
-    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, gemm_peak, attempt, &result)
+    RankRun(config, gpt, data, seq, *comm, tracker, launch.local_size, cpu_peak, attempt, &result)
         .run();
   }
 }

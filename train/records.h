@@ -20,6 +20,10 @@ struct StepRecord {
   // step, this one included), from the steps' own times: evaluation and logging between steps
   // do not count.
   double tokens_per_s = 0;
+  // Model FLOP utilization of one rank over the same interval, as a fraction of the peak the log
+  // states (train/compute_peak.h), on the logged steps; -1 on other steps, without a peak, and
+  // when it would exceed 1 (the peak was measured low: the log shows "—").
+  double mfu = -1;
   // The NVMe tier (--offload-optimizer/--offload-param nvme) since the previous step's record
   // (or the loop's start; an evaluation between steps counts in the next step), on rank 0: bytes
   // its swap files read and wrote, and how long the step waited for the disk (the rest of the time
@@ -96,6 +100,10 @@ struct TrainResult {
   int restarts = 0;
   // The checkpoints this run saved, in order (of the last attempt after restarts).
   std::vector<SaveRecord> saves;
+  // The peak the log's MFU divides by at the end of the run (FLOP/s of one rank; 0: none) and
+  // what it is (ComputePeak::describe).
+  double mfu_peak_flops = 0;
+  std::string mfu_peak;
 };
 
 }  // namespace zs::train

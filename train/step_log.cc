@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "offload/nvme_pager.h"
 #include "ops/cpu/gemm.h"
 #include "runtime/logging.h"
+#include "runtime/measured_limit.h"
 #include "train/report.h"
 
 namespace zs::train {
@@ -55,8 +58,8 @@ std::string format_duration(double seconds) {
   return text;
 }
 
-StepLog::StepLog(const RankContext& rank, double gemm_peak, double flops_per_token)
-    : rank_(rank), gemm_peak_(gemm_peak), flops_per_token_(flops_per_token) {}
+StepLog::StepLog(const RankContext& rank, ComputePeak peak, double flops_per_token)
+    : rank_(rank), peak_(std::move(peak)), flops_per_token_(flops_per_token) {}
 
 void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
   steps_ = steps;
@@ -75,6 +78,12 @@ void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
   ZS_LOG_INFO("{} ranks, {} units, {} steps of {} tokens; data: {}", rank_.comm.size(),
               rank_.sharded.units().size(), steps, result.tokens_per_step,
               rank_.data.description());
+  if (peak_.known()) {
+    ZS_LOG_INFO("MFU: {:.0f} model FLOPs per token over {}{}", flops_per_token_,
+                peak_.describe(),
+                peak_.is_measured() ? "; measured again over the first steps, the best kept"
+                                    : "");
+  }
 }
 
 bool StepLog::has_nvme() const { return !rank_.nvme_pagers().empty(); }
@@ -92,22 +101,50 @@ void StepLog::after_step(const StepRecord& r, bool last) {
     nvme_before_ = now;
   }
   if (rank_.host_tier) record.host_peak_bytes = rank_.host_tier->peak_total();
+  // A measured peak read low while the machine was busy is measured again between the first
+  // steps (on the lead rank, outside the steps' times).
+  if (peak_.is_measured() && ComputePeak::remeasured_after(record.step)) peak_.remeasure();
+  const int64_t done = record.step + 1;
+  const bool logged =
+      record.step == 0 || done % rank_.config.log_interval == 0 || last || record.skipped;
+  if (logged) {
+    record.mfu = mfu(record);
+    rank_.result.mfu_peak_flops = peak_.flops();
+    if (peak_.known()) rank_.result.mfu_peak = peak_.describe();
+  }
   rank_.result.steps.push_back(record);
   if (tty_) progress(record.step);
-  const int64_t done = record.step + 1;
-  if (record.step == 0 || done % rank_.config.log_interval == 0 || last || record.skipped) {
+  if (logged) {
     log_step(record, tty_);
     interval_.restart();
   }
 }
 
+double StepLog::mfu(const StepRecord& r) {
+  if (!peak_.known()) return -1;
+  // Per rank: the model FLOPs each rank does per second over one rank's peak.
+  const double per_rank = flops_per_token_ * r.tokens_per_s / rank_.comm.size();
+  const std::optional<double> fraction = peak_.fraction(per_rank);
+  if (fraction) return *fraction;
+  if (!warned_peak_) {
+    warned_peak_ = true;
+    ZS_LOG_WARN(
+        "MFU shown as {}: this run did {} per rank, more than the peak it is measured against, "
+        "{}. The machine was busy when the peak was measured (another job on these cores?); the "
+        "peak is measured again at each log line, and the MFU shown once it is above the run's "
+        "rate",
+        kUnknownFigure, format_flops(per_rank), peak_.describe());
+  }
+  return -1;
+}
+
 void StepLog::log_step(const StepRecord& r, bool tty) {
   const double eta = interval_.seconds_per_step() * static_cast<double>(steps_ - r.step - 1);
   char mfu[32] = "";
-  if (gemm_peak_ > 0) {
-    // Per rank: the model FLOPs each rank does per second over the GEMM rate it measured.
-    const double per_rank = flops_per_token_ * r.tokens_per_s / rank_.comm.size();
-    std::snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * per_rank / gemm_peak_);
+  if (r.mfu >= 0) {
+    std::snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * r.mfu);
+  } else if (peak_.known()) {
+    std::snprintf(mfu, sizeof mfu, " | MFU %s", kUnknownFigure);
   }
   char line[400];
   int n = std::snprintf(line, sizeof line,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "train/compute_peak.h"
 #include "train/loop.h"
 #include "train/rank_context.h"
 
@@ -53,18 +54,22 @@ std::string format_duration(double seconds);
 
 class StepLog final : public TrainerPart {
  public:
-  // `gemm_peak` FLOP/s of one rank (0: no utilization shown); `flops_per_token` as above.
-  StepLog(const RankContext& rank, double gemm_peak, double flops_per_token);
+  // `peak`: what one rank's MFU divides by (train/compute_peak.h; none: no MFU shown), used on
+  // the lead rank; `flops_per_token` as above.
+  StepLog(const RankContext& rank, ComputePeak peak, double flops_per_token);
   void on_start(int64_t first_step, int64_t steps) override;
   void after_step(const StepRecord& record, bool last) override;
 
  private:
   void log_step(const StepRecord& record, bool tty);
+  // The record's MFU (a fraction; -1 when unknown or no peak), warning once when unknown.
+  double mfu(const StepRecord& record);
   void progress(int64_t step);
   bool has_nvme() const;
 
   const RankContext& rank_;
-  const double gemm_peak_;
+  ComputePeak peak_;
+  bool warned_peak_ = false;
   const double flops_per_token_;
   int64_t steps_ = 0;
   bool tty_ = false;

@@ -75,6 +75,11 @@ class CudaRankDevice final : public RankDevice {
   }
 
   Device device() const override { return stream_.zs_device(); }
+  std::string name() const override {
+    cudaDeviceProp properties{};
+    ZS_CUDA_CHECK(cudaGetDeviceProperties(&properties, current_));
+    return properties.name;
+  }
   Allocator& allocator() override { return allocator_; }
   HostCopies& host_copies() override { return host_copies_; }
   comm::StreamRef stream() const override {

@@ -1,0 +1,114 @@
+// The peak a run's model FLOP utilization (MFU) divides by, and where it came from.
+//
+// On the CPU it is the rate of a GEMM measured on the rank's threads: once before the ranks
+// start, again after steps 1, 2, 4 and 8, and again whenever the run itself
+// does more than it, keeping the best. A measurement taken while another job had the cores reads
+// low, and a low peak reads as a high MFU; the best of several spread over the run does not
+// depend on the moment of start-up. An MFU that would still be above 100% is not a figure: the
+// log shows it as unknown (runtime/measured_limit.h).
+//
+// On a GPU it is the device's published dense peak for the run's dtype, from a table keyed by the
+// name CUDA gives the device; a GPU not in the table gets a GEMM measured in the run, by the CPU's
+// rule.
+//
+// A PeakProbe is the seam: the engine measures through TrainConfig::peak_probe when a test sets
+// one (a starved, slow measurement). Not thread-safe: one ComputePeak per logging rank.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/dtype.h"
+
+namespace zs {
+class Allocator;
+}
+
+namespace zs::train {
+
+// One measurement of a compute rate, in FLOP/s, taken now on the calling thread.
+class PeakProbe {
+ public:
+  virtual ~PeakProbe() = default;
+  virtual double measure() const = 0;
+  // What it measures, for the log ("SGEMM 256x768x768 on 2 threads").
+  virtual std::string describe() const = 0;
+};
+
+// The CPU's probe: ops::cpu::sgemm of 256×768×768 with the calling thread's intra-op threads,
+// the best of at least 10 products over about `budget_seconds` (measure_gemm_peak).
+class CpuGemmProbe final : public PeakProbe {
+ public:
+  explicit CpuGemmProbe(double budget_seconds) : budget_seconds_(budget_seconds) {}
+  double measure() const override;
+  std::string describe() const override;
+
+ private:
+  double budget_seconds_;
+};
+
+// A probe on any device the ops reach: ops::matmul of two n×n matrices of `dtype` allocated from
+// `allocator` (a GPU's: cuBLAS), the best of a few timed rounds, each ended by reading one
+// element back (which waits for the device). `allocator` must outlive the probe.
+class MatmulProbe final : public PeakProbe {
+ public:
+  MatmulProbe(Allocator& allocator, DType dtype, int64_t n) : allocator_(allocator), dtype_(dtype), n_(n) {}
+  double measure() const override;
+  std::string describe() const override;
+
+ private:
+  Allocator& allocator_;
+  DType dtype_;
+  int64_t n_;
+};
+
+// The dense (no sparsity) peak FLOP/s of the GPU CUDA names `device_name` ("NVIDIA H200",
+// "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB") for GEMMs in `dtype` (fp32 without TF32, as
+// the engine runs them), from the vendors' data sheets; `model` (if not null) is set to the
+// table's name for it. 0 when the device is not in the table.
+double published_gpu_peak(const std::string& device_name, DType dtype, std::string* model);
+
+class ComputePeak {
+ public:
+  // Whether a measured peak is measured again after step `step` (0-based): steps 1, 2, 4 and 8
+  // of the run, each measurement about 30 ms on the lead rank.
+  static bool remeasured_after(int64_t step) { return step < 8 && ((step + 1) & step) == 0; }
+
+  ComputePeak() = default;  // none: no MFU is shown
+  // A published figure: never re-measured. `source` says what it is, for the log.
+  static ComputePeak published(double flops, std::string source);
+  // Measured through `probe` (not owned; it must outlive this), whose first measurement was
+  // `first` (taken at start-up, maybe on another thread with the same compute threads).
+  static ComputePeak measured(double first, const PeakProbe& probe);
+
+  bool known() const { return flops_ > 0; }
+  double flops() const { return flops_; }
+  bool is_measured() const { return probe_ != nullptr; }
+  // "144.6 GFLOP/s per rank (SGEMM 256x768x768 on 1 thread, the best of 3 measurements in this
+  // run)"; "989 TFLOP/s per rank (the NVIDIA H200's dense bf16 peak, published)".
+  std::string describe() const;
+  // A measured peak: one more measurement; true when it raised the peak.
+  bool remeasure();
+  // `achieved` FLOP/s of one rank as a fraction of the peak. Above the peak, a measured peak is
+  // measured again (twice at most); a fraction that would still exceed 1 is nothing.
+  std::optional<double> fraction(double achieved);
+
+ private:
+  double flops_ = 0;
+  const PeakProbe* probe_ = nullptr;
+  std::string what_;
+  int measurements_ = 0;
+};
+
+// A measured peak before a ComputePeak is made: the first measurement and its probe (null:
+// none).
+struct PeakMeasurement {
+  double flops = 0;
+  const PeakProbe* probe = nullptr;
+};
+
+// "1.0 MFLOP/s", "144.6 GFLOP/s", "989.4 TFLOP/s".
+std::string format_flops(double flops);
+
+}  // namespace zs::train
