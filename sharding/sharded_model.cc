@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <set>
 
 #include "comm/reduce.h"
@@ -214,10 +215,19 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
   // wrap_min_parameters not yet claimed) claim their subtree's parameters, inner units first;
   // the root takes the rest. sharding/unit_plan.h holds the rule and the offsets; the plan is in
   // forward order (pre-order of the modules) for deterministic naming and collective order.
+  std::vector<std::string> unit_names;
   for (UnitPlan& planned : plan_units(root, config.wrap_types, config.wrap_min_parameters)) {
     units_.push_back(std::make_unique<Unit>(std::move(planned)));
     units_.back()->index = units_.size() - 1;
+    unit_names.push_back(units_.back()->name);
   }
+  UnitSchedule::Options schedule;
+  schedule.prefetch = config_.prefetch;
+  schedule.gathers_just_in_time = !policy_.full_params_persist;
+  schedule.reductions_followed = policy_.all_reduce_across_groups;
+  schedule.prefetch_bytes = config_.prefetch_bytes;
+  schedule.max_live_gathered_bytes = config_.max_live_gathered_bytes;
+  schedule_ = std::make_unique<UnitSchedule>(schedule, std::move(unit_names));
 
   mark_checkpointed_units();
 
@@ -415,8 +425,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       u.full_storage->release();
     } else if (policy_.masters_sharded) {
       if (!policy_.full_params_persist) {  // stage 3's units kept gathered count as live
-        live_gathered_bytes_ += u.full_bytes;
-        peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+        schedule_->gathered(u.full_bytes);
       }
       gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name})->wait();
     }
@@ -425,12 +434,12 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     u.module->add_pre_hook([this, unit](models::Module& module, const Tensor&) {
       if (&module == &root_) {  // a new forward pass
         step_order_->forward(grad_enabled());
-        forward_schedule_.position = 0;
+        schedule_->begin(Pass::kForward);
         // A forward after a forward, no backward between (inference): its order is checked
         // here, before this pass prefetches along it.
         check_recorded_orders();
       }
-      on_unit_start(forward_schedule_, *unit, "forward");
+      on_unit_start(Pass::kForward, *unit);
       unit->compute_since = collective_spans_.start();
       // Runs last in backward for this unit: its gradients are complete.
       record_boundary("unit_begin " + unit->name, [this, unit](BackwardContext&) {
@@ -441,9 +450,11 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         if (policy_.reduce_timing == ReduceTiming::kPerUnit) on_gradients_complete(*unit);
         start_reductions_across_groups(/*all=*/false);
         release(*unit);
-        if (!reduction_schedule_.complete) reduction_schedule_.recorded.push_back(unit);
-        if (unit->module == &root_)
-          backward_schedule_.complete = reduction_schedule_.complete = true;
+        schedule_->record_reduction(unit->index);
+        if (unit->module == &root_) {
+          schedule_->complete(Pass::kBackward);
+          schedule_->complete(Pass::kReductions);
+        }
       });
     });
     if (u.checkpointed) {
@@ -458,9 +469,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       record_boundary("unit_end " + unit->name, [this, unit](BackwardContext&) {
         if (unit->module == &root_) {  // a new backward pass
           step_order_->backward();
-          backward_schedule_.position = 0;
+          schedule_->begin(Pass::kBackward);
         }
-        on_unit_start(backward_schedule_, *unit, "backward");
+        on_unit_start(Pass::kBackward, *unit);
         install_grad_buffer(*unit);
         start_reductions_across_groups(/*all=*/false);
         unit->compute_since = collective_spans_.start();
@@ -469,7 +480,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
         trace->record(TraceLane::kCompute, "forward " + unit->name, unit->compute_since,
                       SteadyClock::now());
       }
-      if (unit->module == &root_) forward_schedule_.complete = true;
+      if (unit->module == &root_) schedule_->complete(Pass::kForward);
       release(*unit);
       return output;
     });
@@ -517,175 +528,42 @@ void ShardedModel::mark_checkpointed_units() {
   }
 }
 
-void ShardedModel::on_unit_start(Schedule& schedule, Unit& unit, const char* pass) {
-  if (!schedule.complete) {
-    schedule.recorded.push_back(&unit);
-  } else if (!order_changed_) {
-    const size_t at = schedule.position;
-    if (at >= schedule.recorded.size() || schedule.recorded[at] != &unit) {
-      order_changed_ = true;
-      ZS_LOG_WARN(
-          "sharding: unit '{}' ran at position {} of the {} pass, which differs from the order "
-          "recorded on the first step; prefetching is off from now on (gathers happen on "
-          "demand)",
-          unit.name, at, pass);
-    }
-  }
-  ++schedule.position;
+// The units as the schedule's prefetch reads them, live.
+class ShardedModel::Units final : public UnitStates {
+ public:
+  explicit Units(const std::vector<std::unique_ptr<Unit>>& units) : units_(units) {}
+  size_t full_bytes(size_t unit) const override { return units_[unit]->full_bytes; }
+  bool released(size_t unit) const override { return units_[unit]->full_storage->is_released(); }
+  bool gathering(size_t unit) const override { return units_[unit]->gathering != nullptr; }
+  size_t count() const override { return units_.size(); }
+
+ private:
+  const std::vector<std::unique_ptr<Unit>>& units_;
+};
+
+void ShardedModel::on_unit_start(Pass pass, Unit& unit) {
+  schedule_->on_unit_start(pass, unit.index);
   gather(unit);
   // Start the next units' all-gathers so they overlap this unit's compute.
-  prefetch_ahead(schedule);
+  prefetch_ahead(pass);
 }
 
-void ShardedModel::prefetch_ahead(const Schedule& schedule) {
-  if (policy_.full_params_persist || !prefetching() || !schedule.checked) return;
-  const auto fits_live = [&](const Unit& next) {
-    return config_.max_live_gathered_bytes == 0 ||
-           live_gathered_bytes_ + next.full_bytes <= config_.max_live_gathered_bytes;
-  };
-  // Gathered ahead and not yet used: a prefetch holds its Work until gather() takes it.
-  size_t ahead = 0;
-  for (const auto& u : units_) ahead += u->gathering ? u->full_bytes : 0;
-  const std::vector<Unit*>& order = schedule.recorded;
-  size_t reached = schedule.position;  // the first unit of the order this call did not gather
-  if (config_.prefetch_bytes == 0) {   // one unit ahead
-    if (schedule.position < order.size()) {
-      Unit& next = *order[schedule.position];
-      if (next.full_storage->is_released() && fits_live(next)) {
-        start_gather(next);
-        ahead += next.full_bytes;
-      }
-      reached = schedule.position + 1;
-    }
-  } else {
-    for (; reached < order.size(); ++reached) {
-      Unit& next = *order[reached];
-      if (!next.full_storage->is_released()) continue;  // gathered already: costs nothing more
-      if (ahead + next.full_bytes > config_.prefetch_bytes || !fits_live(next)) break;
-      start_gather(next);
-      ahead += next.full_bytes;
-    }
-  }
+void ShardedModel::prefetch_ahead(Pass pass) {
+  const std::optional<size_t> after = schedule_->prefetch_ahead(
+      pass, Units(units_), [this](size_t unit) { start_gather(*units_[unit]); });
   // Parameter offload to NVMe: the disk reads the unit after those meanwhile (into a free
   // buffer; never waiting for a write-out here).
-  if (param_pager_ && reached < order.size()) {
-    const Unit& after = *order[reached];
-    if (after.offloaded) param_pager_->prefetch(after.index, /*may_wait=*/false);
+  if (param_pager_ && after) {
+    const Unit& next = *units_[*after];
+    if (next.offloaded) param_pager_->prefetch(next.index, /*may_wait=*/false);
   }
-  peak_prefetched_bytes_ = std::max(peak_prefetched_bytes_, ahead);
 }
 
-namespace {
-
-// FNV-1a over the unit indices of a recorded order.
-uint64_t order_hash(const std::vector<uint64_t>& indices) {
-  uint64_t hash = 14695981039346656037ull;
-  for (uint64_t index : indices) {
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= (index >> (8 * byte)) & 0xff;
-      hash *= 1099511628211ull;
-    }
-  }
-  return hash;
-}
-
-}  // namespace
-
-void ShardedModel::check_recorded_orders() {
-  // What follows the recorded order: stage 3's prefetches, and hybrid's replica all-reduces
-  // (issued in backward order, across the groups: hence the world, not the shard group).
-  const bool prefetches = !policy_.full_params_persist && config_.prefetch;
-  if (!prefetches && !policy_.all_reduce_across_groups) return;
-  struct Pass {
-    Schedule* schedule;
-    const char* name;
-  };
-  std::vector<Pass> passes;
-  for (const Pass& pass :
-       {Pass{&forward_schedule_, "forward"}, Pass{&backward_schedule_, "backward"},
-        Pass{&reduction_schedule_, "backward's reductions"}}) {
-    // The reductions' order is followed only by hybrid's all-reduces across the groups.
-    if (pass.schedule == &reduction_schedule_ && !policy_.all_reduce_across_groups) continue;
-    if (pass.schedule->complete && !pass.schedule->checked) passes.push_back(pass);
-  }
-  if (passes.empty()) return;
-  // Every rank comes here at the same point of its calls (the first finish_backward, or the
-  // forward that follows a forward), so this is a collective like the others on the queue.
-  std::vector<std::vector<uint64_t>> orders;
-  std::vector<uint64_t> summary;  // per pass: hash, length
-  for (const Pass& pass : passes) {
-    std::vector<uint64_t> order;
-    for (const Unit* unit : pass.schedule->recorded) order.push_back(unit->index);
-    summary.push_back(order_hash(order));
-    summary.push_back(order.size());
-    orders.push_back(std::move(order));
-    pass.schedule->checked = true;
-  }
-  const std::vector<std::vector<uint64_t>> summaries =
-      comm::all_gather_u64(comm_, allocator_, summary, "unit order check");
-  if (std::all_of(summaries.begin(), summaries.end(),
-                  [&](const std::vector<uint64_t>& other) { return other == summaries[0]; })) {
-    return;
-  }
-  // They differ: every rank gathers every order (padded to the longest of its pass) and finds
-  // the same first difference, so all of them fail with the same message.
-  constexpr uint64_t kNoUnit = ~uint64_t{0};  // past the end of a shorter order
-  std::vector<size_t> longest(passes.size(), 0);
-  for (const std::vector<uint64_t>& other : summaries) {
-    for (size_t p = 0; p < passes.size(); ++p) {
-      longest[p] = std::max(longest[p], static_cast<size_t>(other[2 * p + 1]));
-    }
-  }
-  std::vector<uint64_t> padded;
-  for (size_t p = 0; p < passes.size(); ++p) {
-    orders[p].resize(longest[p], kNoUnit);
-    padded.insert(padded.end(), orders[p].begin(), orders[p].end());
-  }
-  const std::vector<std::vector<uint64_t>> all =
-      comm::all_gather_u64(comm_, allocator_, padded, "unit orders");
-  const auto unit_name = [&](uint64_t index) {
-    if (index == kNoUnit) return std::string("no unit (its pass had ended)");
-    if (index >= units_.size()) {  // a rank whose model has more units than this one's
-      return "unit #" + std::to_string(index) + " (this rank's model has " +
-             std::to_string(units_.size()) + " units)";
-    }
-    return "unit '" + units_[static_cast<size_t>(index)]->name + "'";
-  };
-  size_t offset = 0;
-  for (size_t p = 0; p < passes.size(); ++p) {
-    for (size_t at = 0; at < longest[p]; ++at) {
-      const uint64_t reference = all[0][offset + at];
-      std::string differing;
-      int first = -1;
-      for (size_t r = 1; r < all.size(); ++r) {
-        if (all[r][offset + at] == reference) continue;
-        if (first < 0) first = static_cast<int>(r);
-        differing += (differing.empty() ? "" : ", ") + std::to_string(r);
-      }
-      if (first < 0) continue;
-      ZS_THROW(InvalidArgument,
-               "sharding: the ranks recorded different unit orders on the first step, and stage "
-               "3 prefetches along that order (hybrid: all-reduces across the groups too), so "
-               "their collectives would pair different units (a hang, or wrong parameters). "
-               "First difference: position ",
-               at, " of the ", passes[p].name, " pass, where rank 0 ran ", unit_name(reference),
-               " and rank ", first, " ran ",
-               unit_name(all[static_cast<size_t>(first)][offset + at]),
-               " (ranks differing from rank 0 there: ", differing,
-               "). Make every rank run the same modules in the same order (no rank- or "
-               "data-dependent control flow around wrapped units), or turn prefetch off");
-    }
-    offset += longest[p];
-  }
-  ZS_THROW(InvalidArgument,
-           "sharding: the ranks recorded unit orders whose hashes differ but whose entries are "
-           "equal; this is a bug in the unit order check");
-}
+void ShardedModel::check_recorded_orders() { schedule_->check_recorded_orders(comm_, allocator_); }
 
 void ShardedModel::start_gather(Unit& u) {
   u.full_storage->materialize();
-  live_gathered_bytes_ += u.full_bytes;
-  peak_live_gathered_bytes_ = std::max(peak_live_gathered_bytes_, live_gathered_bytes_);
+  schedule_->gathered(u.full_bytes);
   u.gathering = issue_gather(u);
 }
 
@@ -763,7 +641,7 @@ void ShardedModel::release(Unit& u) {
     u.gathering = nullptr;
   }
   u.full_storage->release();
-  live_gathered_bytes_ -= u.full_bytes;
+  schedule_->released(u.full_bytes);
 }
 
 void ShardedModel::install_grad_buffer(Unit& u) {
@@ -931,10 +809,10 @@ void ShardedModel::start_reductions_across_groups(bool all) {
   // The replicas run their own backward, so they must issue these in an order they agreed on:
   // the reductions' order the unit order check compared (whatever order this backward runs
   // in). Early, each as soon as its reduce-scatter completed, stopping at the first that has not.
-  if (reduction_schedule_.checked) {
-    const std::vector<Unit*>& order = reduction_schedule_.recorded;
+  if (schedule_->checked(Pass::kReductions)) {
+    const std::vector<size_t>& order = schedule_->recorded(Pass::kReductions);
     for (; replica_position_ < order.size(); ++replica_position_) {
-      Unit& u = *order[replica_position_];
+      Unit& u = *units_[order[replica_position_]];
       if (u.across_groups) continue;  // a unit that ran twice: issued at its first place
       const bool reduced = u.awaiting_replicas &&
                            std::all_of(u.reductions.begin(), u.reductions.end(),

@@ -254,6 +254,7 @@
 #include "runtime/trace.h"
 #include "sharding/collective_spans.h"
 #include "sharding/stage_policy.h"
+#include "sharding/unit_schedule.h"
 
 namespace zs::sharding {
 
@@ -481,11 +482,11 @@ class ShardedModel {
   // Where the parameter all-gathers run: the shard group's duplicate at stage 3 with
   // separate_gather_queue, else the shard group itself. Its traffic is in shard_group().stats().
   comm::Communicator& gather_group() { return *gather_comm_; }
-  size_t live_gathered_bytes() const { return live_gathered_bytes_; }
-  size_t peak_live_gathered_bytes() const { return peak_live_gathered_bytes_; }
+  size_t live_gathered_bytes() const { return schedule_->live_gathered_bytes(); }
+  size_t peak_live_gathered_bytes() const { return schedule_->peak_live_gathered_bytes(); }
   // The most full-parameter bytes ever gathered ahead of use at once (the prefetched units not
   // yet started), measured after each unit's prefetches were issued.
-  size_t peak_prefetched_bytes() const { return peak_prefetched_bytes_; }
+  size_t peak_prefetched_bytes() const { return schedule_->peak_prefetched_bytes(); }
   // Records this rank's spans into `trace` (runtime/trace.h; null: off, the default). It must
   // outlive this object or the next set_trace.
   void set_trace(Trace* trace) { collective_spans_.set_trace(trace); }
@@ -503,28 +504,22 @@ class ShardedModel {
     if (host_copies_ != nullptr) host_copies_->wait();
   }
   // False once an order change disabled prefetching.
-  bool prefetching() const { return config_.prefetch && !order_changed_; }
+  bool prefetching() const { return schedule_->prefetching(); }
 
  private:
   struct Unit;
-  // The order units were seen in (forward pre-hooks, backward "end" or "begin" boundaries) on the
-  // first step, and where the current pass is in it.
-  struct Schedule {
-    std::vector<Unit*> recorded;
-    bool complete = false;
-    bool checked = false;  // the ranks agreed on `recorded` (check_recorded_orders)
-    size_t position = 0;
-  };
-  // Stage 3 with prefetch: compares every complete schedule not checked yet across the shard
-  // group (see "Prefetch order check"); throws InvalidArgument on every rank if they differ.
+  class Units;  // UnitStates over units_, for the schedule's prefetch
+  // Stage 3 with prefetch, and hybrid: compares every complete pass of the schedule not checked
+  // yet across the world (see "Prefetch order check"); throws InvalidArgument on every rank if
+  // they differ.
   void check_recorded_orders();
   // Sets Unit::checkpointed from ShardingConfig::checkpoint_every.
   void mark_checkpointed_units();
-  void on_unit_start(Schedule& schedule, Unit& unit, const char* pass);
+  void on_unit_start(Pass pass, Unit& unit);
   void gather(Unit& unit);
   void start_gather(Unit& unit);
-  // Stage 3: the all-gathers ahead of `schedule`'s position (see ShardingConfig::prefetch_bytes).
-  void prefetch_ahead(const Schedule& schedule);
+  // Stage 3: the all-gathers ahead of `pass`'s position (see ShardingConfig::prefetch_bytes).
+  void prefetch_ahead(Pass pass);
   void release(Unit& unit);
   void install_grad_buffer(Unit& unit);
   // Per-step sync: adds this micro-batch's flat gradient to the unit's fp32 sum of the step.
@@ -604,25 +599,18 @@ class ShardedModel {
   // Stages 2/3: the units whose reductions this backward launched and nobody waited for yet,
   // in launch order (the rate limit of max_reductions_in_flight waits for the front).
   std::deque<Unit*> reducing_;
-  // Hybrid: how far this micro-batch issued the all-reduces across the groups along
-  // reduction_schedule_.recorded.
+  // Hybrid: how far this micro-batch issued the all-reduces across the groups along the
+  // schedule's recorded reductions.
   size_t replica_position_ = 0;
   std::vector<ShardView> shards_;
   std::shared_ptr<StepOrder> step_order_;  // also the gate of shards_
-  Schedule forward_schedule_;
-  Schedule backward_schedule_;
-  // The order of the backward's "begin" boundaries, where the units' reductions launch (hybrid
-  // issues its all-reduces across the groups along it); position unused.
-  Schedule reduction_schedule_;
-  bool order_changed_ = false;
+  // The units' recorded order, prefetch and the gathered-byte counters (unit_schedule.h).
+  std::unique_ptr<UnitSchedule> schedule_;
   // grads (with GradSync::kPerStep: the units' sums) already hold a micro-batch of this step
   bool accumulating_ = false;
   bool once_per_step_ = false;  // GradSync::kPerStep
   bool defer_ = false;          // defer_sync(true): the micro-batches now are not the step's last
   bool on_device_ = false;      // the allocator is a device's (CUDA): host values are staged
-  size_t live_gathered_bytes_ = 0;
-  size_t peak_live_gathered_bytes_ = 0;
-  size_t peak_prefetched_bytes_ = 0;
   CollectiveSpans collective_spans_;  // tracing (set_trace); disabled by default
 };
 

@@ -167,9 +167,10 @@ uint64_t gathered_window(const std::vector<std::pair<int, bool>>& tape,
     gathered[u] = false;
     live -= full_bytes[u];
   };
-  // ShardedModel::on_unit_start and prefetch_ahead: gather the unit, then prefetch along the
-  // recorded order what fits the live-bytes limit — the next unit, or with prefetch_bytes the
-  // following ones while the bytes gathered ahead and not yet used stay within it.
+  // ShardedModel::on_unit_start and UnitSchedule::prefetch_ahead: gather the unit, then
+  // prefetch along the recorded order what fits the live-bytes limit — the next unit, or with
+  // prefetch_bytes the following ones while the bytes gathered ahead and not yet used stay
+  // within it.
   std::vector<bool> ahead(n);  // prefetched, not yet started
   uint64_t ahead_bytes = 0;
   auto fits_live = [&](int u) {
