@@ -76,11 +76,11 @@ const char* ddp_sync_name(DdpSync sync) {
 
 ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                            const ShardingConfig& config, Allocator* optimizer_host,
-                           TensorPager* param_pager, TensorPager* master_pager)
+                           TensorPager* param_pager, TensorPager* master_pager,
+                           const StrategyOverrides& overrides)
     : root_(root),
       comm_(comm),
       shard_comm_(&comm),
-      gather_comm_(&comm),
       allocator_(allocator),
       host_(optimizer_host),
       param_pager_(param_pager),
@@ -189,24 +189,9 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
     inter_group_ = comm.split(comm.rank() % g, comm.rank());
     shard_comm_ = intra_group_.get();
   }
-  gather_comm_ = shard_comm_;
-  if (!policy_.full_params_persist && config.separate_gather_queue) {
-    // Stage 3 gathers during forward and backward while reductions run: a queue of their own
-    // (see "Two queues" in the header). Collective over the shard group, like the splits above.
-    try {
-      gather_group_ = shard_comm_->duplicate();
-      gather_comm_ = gather_group_.get();
-    } catch (const NotImplemented& e) {
-      // A backend that cannot split (nccl before 2.18). Every rank runs the same build, so every
-      // rank lands here, and the failed split aborted nothing: one queue for both, as before.
-      if (comm.rank() == 0) {
-        ZS_LOG_WARN(
-            "sharding: parameter all-gathers share the gradient reductions' queue ({}); they may "
-            "wait behind reductions",
-            e.what());
-      }
-    }
-  }
+  // Collective over the shard group (stage 3's gather queue), like the splits above.
+  gather_ = make_param_gather(*shard_comm_, policy_, config, comm.rank());
+  if (overrides.gather) gather_ = overrides.gather(std::move(gather_));
   step_order_ = std::make_shared<StepOrder>(once_per_step_);
   const int world = shard_comm_->size();
   const int rank = shard_comm_->rank();
@@ -427,7 +412,7 @@ ShardedModel::ShardedModel(models::Module& root, comm::Communicator& comm, Alloc
       if (!policy_.full_params_persist) {  // stage 3's units kept gathered count as live
         schedule_->gathered(u.full_bytes);
       }
-      gather_comm_->all_gather(u.compute_shard, u.full, {{}, u.name})->wait();
+      gather_->all_gather(u.compute_shard, u.full, u.name)->wait();
     }
 
     // Boundaries around the unit's forward.
@@ -575,13 +560,13 @@ comm::WorkPtr ShardedModel::issue_gather(Unit& u) {
     source = load_offloaded_shard(u);
   }
   const SteadyClock::time_point issued_at = collective_spans_.start();
-  comm::WorkPtr work = gather_comm_->all_gather(source, u.full, {{}, u.name});
+  comm::WorkPtr work = gather_->all_gather(source, u.full, u.name);
   collective_spans_.issued(work, TraceLane::kGather, "all_gather", u.name, issued_at);
   return work;
 }
 
 Tensor ShardedModel::load_offloaded_shard(Unit& u) {
-  Tensor slot = gather_comm_->rank_slice(u.full);
+  Tensor slot = gather_->group().rank_slice(u.full);
   if (!param_pager_) {
     // The host tier's shard changes only after finish_backward waited for the copies (in
     // after_step, or with paged masters in the optimizer's step).

@@ -253,6 +253,7 @@
 #include "runtime/tensor_pager.h"
 #include "runtime/trace.h"
 #include "sharding/collective_spans.h"
+#include "sharding/collectives.h"
 #include "sharding/stage_policy.h"
 #include "sharding/unit_schedule.h"
 
@@ -377,9 +378,11 @@ class ShardedModel {
   // `master_pager`: paged masters (optimizer offload to NVMe, with `optimizer_host`) — where the
   // masters live (the rank's NVMe tier); it must outlive this object and the optimizer; null
   // keeps them in the host tier.
+  // `overrides` (tests): strategies in place of those the model chooses (collectives.h).
   ShardedModel(models::Module& root, comm::Communicator& comm, Allocator& allocator,
                const ShardingConfig& config, Allocator* optimizer_host = nullptr,
-               TensorPager* param_pager = nullptr, TensorPager* master_pager = nullptr);
+               TensorPager* param_pager = nullptr, TensorPager* master_pager = nullptr,
+               const StrategyOverrides& overrides = {});
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -481,7 +484,7 @@ class ShardedModel {
   comm::Communicator* replica_group() { return inter_group_.get(); }
   // Where the parameter all-gathers run: the shard group's duplicate at stage 3 with
   // separate_gather_queue, else the shard group itself. Its traffic is in shard_group().stats().
-  comm::Communicator& gather_group() { return *gather_comm_; }
+  comm::Communicator& gather_group() { return gather_->group(); }
   size_t live_gathered_bytes() const { return schedule_->live_gathered_bytes(); }
   size_t peak_live_gathered_bytes() const { return schedule_->peak_live_gathered_bytes(); }
   // The most full-parameter bytes ever gathered ahead of use at once (the prefetched units not
@@ -585,8 +588,7 @@ class ShardedModel {
   std::unique_ptr<comm::Communicator> intra_group_;  // hybrid: ranks sharing the shards
   std::unique_ptr<comm::Communicator> inter_group_;  // hybrid: the replicas of this shard
   comm::Communicator* shard_comm_;
-  std::unique_ptr<comm::Communicator> gather_group_;  // stage 3: shard_comm_'s duplicate
-  comm::Communicator* gather_comm_;                   // gather_group_, or shard_comm_
+  std::unique_ptr<ParamGather> gather_;  // the units' all-gathers (collectives.h)
   Allocator& allocator_;
   Allocator* host_;      // optimizer offload: the host tier's allocator; null otherwise
   Tensor host_staging_;  // offload with param_dtype != fp32: the largest master, cast, on the host

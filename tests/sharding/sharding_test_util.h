@@ -84,6 +84,8 @@ struct RunOptions {
   bool optimizer_offload = false;
   // Called on every rank after the ShardedModel and the optimizer are built, before step 0.
   std::function<void(ShardedModel&, comm::Communicator&)> prepare;
+  // Strategies in place of those the model chooses (sharding/collectives.h), on every rank.
+  StrategyOverrides overrides;
 };
 
 using RankFunction = std::function<void(comm::Communicator&)>;
@@ -110,7 +112,8 @@ inline RunResult train(const RunOptions& run, ShardingConfig config = {},
     MemoryTracker host_tracker;
     CpuAllocator host(&host_tracker);
     models::Gpt model(uneven_config());
-    ShardedModel sharded(model, comm, allocator, config, run.optimizer_offload ? &host : nullptr);
+    ShardedModel sharded(model, comm, allocator, config, run.optimizer_offload ? &host : nullptr,
+                         nullptr, nullptr, run.overrides);
     optim::AdamWOptions adam;
     adam.lr = 1e-2f;
     adam.weight_decay = 0.1f;
