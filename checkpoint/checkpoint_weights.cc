@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
+#include "runtime/json_read.h"
 
 namespace zs::checkpoint {
 namespace {
@@ -87,7 +88,8 @@ json read_checkpoint_meta(const std::string& dir) {
   ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint '", dir, "' has no readable ", kMetaFile,
               " (a torn save?)");
   return reading_meta(dir, [&] {
-    json meta = json::parse(in);
+    json meta = parse_json_bounded<CorruptCheckpoint>(
+        std::string(std::istreambuf_iterator<char>(in), {}), "checkpoint metadata '" + path + "'");
     const int64_t version = metadata_integer(meta.at("format_version"), dir, "format_version");
     check_format_version(static_cast<int>(std::clamp<int64_t>(version, INT32_MIN, INT32_MAX)), dir);
     const int64_t world = metadata_integer(meta.at("world_size"), dir, "world_size");

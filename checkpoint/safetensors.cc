@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "runtime/half.h"
+#include "runtime/json_read.h"
 
 namespace zs::checkpoint {
 namespace {
@@ -244,6 +245,13 @@ SafetensorsReader::SafetensorsReader(std::string path)
   std::set<std::string> seen;
   std::string duplicate;
   auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    // A header nests 3 levels; a deeper one is refused before it exists (runtime/json_read.h).
+    ZS_CHECK_AS(
+        CorruptCheckpoint,
+        (event != Json::parse_event_t::object_start && event != Json::parse_event_t::array_start) ||
+            depth < kMaxJsonDepth,
+        "safetensors file '", path_, "': its JSON header nests deeper than ", kMaxJsonDepth,
+        " levels; the file is corrupt or not a safetensors file");
     if (event == Json::parse_event_t::key && depth == 1 &&
         !seen.insert(parsed.get<std::string>()).second && duplicate.empty()) {
       duplicate = parsed.get<std::string>();

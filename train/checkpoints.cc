@@ -44,6 +44,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/json_read.h"
 #include "runtime/logging.h"
 
 namespace zs::train {
@@ -514,7 +515,9 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
     ZS_CHECK_AS(CorruptCheckpoint, in.good(), "checkpoint '", dir, "' has no readable ", kMetaFile,
                 " (a torn save?)");
     try {
-      meta = json::parse(in);
+      meta =
+          parse_json_bounded<CorruptCheckpoint>(std::string(std::istreambuf_iterator<char>(in), {}),
+                                                "checkpoint metadata '" + meta_path + "'");
       same_plan = check_compatible(meta, dir);
     } catch (const json::exception& e) {
       ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", meta_path,

@@ -2,9 +2,14 @@
 // and the translation into the configurations of the layers below.
 #include "train/config.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +21,7 @@
 #include "checkpoint/gpt2_weights.h"
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
+#include "runtime/json_read.h"
 
 namespace zs::train {
 namespace {
@@ -41,7 +47,7 @@ class KeyReader {
   KeyReader(const json& object, std::string path, std::vector<std::string>* unknown)
       : object_(object), path_(std::move(path)), unknown_(unknown) {
     ZS_CHECK(object.is_object(), "deepspeed config: '", path_, "' must be a JSON object, got ",
-             object.dump());
+             json_excerpt(object));
   }
   ~KeyReader() {
     for (const auto& item : object_.items()) {
@@ -63,7 +69,7 @@ class KeyReader {
             const std::function<void(const json&)>& check = nullptr) {
     take(key, [&](const json& value) {
       if (check) check(value);
-      if (notes) notes->push_back(child(key) + " = " + value.dump() + ": " + why);
+      if (notes) notes->push_back(child(key) + " = " + json_excerpt(value) + ": " + why);
     });
   }
   template <typename T>
@@ -72,12 +78,12 @@ class KeyReader {
       return value.get<T>();
     } catch (const json::exception&) {
       ZS_THROW(InvalidArgument, "deepspeed config: '", child(key),
-               "' has the wrong type: ", value.dump());
+               "' has the wrong type: ", json_excerpt(value));
     }
   }
   double number(const json& value, const std::string& key) const {
     ZS_CHECK(value.is_number(), "deepspeed config: '", child(key), "' must be a number, got ",
-             value.dump());
+             json_excerpt(value));
     return value.get<double>();
   }
   int64_t integer(const json& value, const std::string& key) const {
@@ -89,12 +95,12 @@ class KeyReader {
                              number >= -kTwoTo63 && number < kTwoTo63;
     ZS_CHECK(value.is_number_integer() || whole_float, "deepspeed config: '", child(key),
              "' must be an integer", value.is_number_float() ? " within ±2^63" : "", ", got ",
-             value.dump());
+             json_excerpt(value));
     return whole_float ? static_cast<int64_t>(number) : value.get<int64_t>();
   }
   bool boolean(const json& value, const std::string& key) const {
     ZS_CHECK(value.is_boolean(), "deepspeed config: '", child(key), "' must be true or false, got ",
-             value.dump());
+             json_excerpt(value));
     return value.get<bool>();
   }
 
@@ -125,7 +131,7 @@ void read_offload_keys(KeyReader& r, const char* what, OffloadTarget& target, in
   r.take("buffer_count", [&](const json& v) {
     const int64_t count = r.integer(v, "buffer_count");
     ZS_CHECK(count >= 1 && count <= 64, "deepspeed config: '", r.child("buffer_count"),
-             "' must be in [1, 64], got ", v.dump());
+             "' must be in [1, 64], got ", json_excerpt(v));
     buffer_count = static_cast<int>(count);
   });
   r.take("nvme_path",
@@ -161,7 +167,8 @@ void read_offload_optimizer(const json& value, KeyReader& parent, TrainConfig& c
   }
   r.note("fast_init", "the NVMe state starts as zeros without writing them", notes);
   r.take("ratio", [&](const json& v) {
-    ZS_CHECK(r.number(v, "ratio") == 1.0, "deepspeed config: '", r.child("ratio"), "' = ", v.dump(),
+    ZS_CHECK(r.number(v, "ratio") == 1.0, "deepspeed config: '", r.child("ratio"),
+             "' = ", json_excerpt(v),
              ": partial optimizer offload (Twin-Flow) is not implemented in zeroshard; remove the "
              "key or set it to 1.0 (everything offloaded)");
   });
@@ -291,7 +298,8 @@ void read_checkpoint(const json& value, TrainConfig& config, std::vector<std::st
          notes, [&](const json& v) {
            const std::string mode = lower(r.get<std::string>(v, "tag_validation"));
            ZS_CHECK(mode == "ignore" || mode == "warn" || mode == "fail", "deepspeed config: '",
-                    r.child("tag_validation"), "' = ", v.dump(), " must be Ignore, Warn or Fail");
+                    r.child("tag_validation"), "' = ", json_excerpt(v),
+                    " must be Ignore, Warn or Fail");
          });
   r.note("load_universal",
          "every zeroshard checkpoint is universal — --resume reshards it to any world size and "
@@ -424,7 +432,7 @@ void read_optimizer(const json& value, TrainConfig& config, std::vector<std::str
       ZS_CHECK(v.is_array() && v.size() == 2,
                "deepspeed config: 'optimizer.params.betas' must be "
                "[beta1, beta2], got ",
-               v.dump());
+               json_excerpt(v));
       config.beta1 = static_cast<float>(p.number(v[0], "betas"));
       config.beta2 = static_cast<float>(p.number(v[1], "betas"));
     });
@@ -553,7 +561,7 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
                           TrainConfig& config, std::vector<std::string>* notes) {
   json root;
   try {
-    root = json::parse(json_text);
+    root = parse_json_bounded(json_text, "deepspeed config " + source);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1E999
     ZS_THROW(InvalidArgument, "deepspeed config ", source, " is not valid JSON: ", e.what());
   }
@@ -665,6 +673,57 @@ std::string resolved_backend_name(const TrainConfig& c) {
   return c.device == "cuda" && c.backend == "auto" ? "nccl" : c.backend;
 }
 
+namespace {
+
+// Whether this process can create a file in the existing directory `dir` (a file made and
+// removed at once: permissions, a read-only mount, a full inode table all show), and if not, why.
+bool can_create_in(const std::filesystem::path& dir, std::string* why) {
+  const std::filesystem::path probe = (dir.empty() ? std::filesystem::path(".") : dir) /
+                                      (".zs-write-probe-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+}  // namespace
+
+void check_output_file(const std::string& flag, const std::string& path, const std::string& what) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  ZS_CHECK(parent.empty() || fs::is_directory(parent), flag, " ", path, ": the directory '",
+           parent.string(), "' does not exist; create it or write the ", what, " elsewhere");
+  ZS_CHECK(!fs::is_directory(path), flag, " ", path, " is a directory; name a file in it (e.g. ",
+           (fs::path(path) / "out").string(), ")");
+  std::string why;
+  ZS_CHECK(can_create_in(parent, &why), flag, " ", path, ": cannot create a file in '",
+           parent.empty() ? std::string(".") : parent.string(), "' (", why,
+           "); make it writable or write the ", what, " elsewhere");
+}
+
+void check_output_directory(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  ZS_CHECK(!fs::exists(path, error) || fs::is_directory(path), flag, " ", path,
+           " exists and is not a directory; name a directory (it is created if missing)");
+  // It is made when the first checkpoint is saved: the nearest folder that exists must take it.
+  fs::path existing = fs::absolute(path, error);
+  while (existing.has_relative_path() && !fs::exists(existing, error)) {
+    existing = existing.parent_path();
+  }
+  ZS_CHECK(fs::is_directory(existing), flag, " ", path, ": '", existing.string(),
+           "' is a file, so no directory can be made under it; save checkpoints elsewhere");
+  std::string why;
+  ZS_CHECK(can_create_in(existing, &why), flag, " ", path, ": cannot create files in '",
+           existing.string(), "' (", why, "); make it writable or save checkpoints elsewhere");
+}
+
 void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.stage >= 0 && c.stage <= 3, "--zero-stage must be 0, 1, 2 or 3, got ", c.stage);
   ZS_CHECK(world >= 1, "the world size must be >= 1, got ", world);
@@ -696,14 +755,11 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.max_reductions_in_flight >= 0,
            "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
            c.max_reductions_in_flight);
-  // The trace is written at the end of the run: a directory that is not there is found now,
-  // not after the training.
-  if (!c.trace.empty()) {
-    const std::filesystem::path parent = std::filesystem::path(c.trace).parent_path();
-    ZS_CHECK(parent.empty() || std::filesystem::is_directory(parent), "--trace ", c.trace,
-             ": the directory '", parent.string(),
-             "' does not exist; create it or write the trace elsewhere");
-  }
+  // Outputs are written during or after the training: one that cannot be is found now.
+  check_output_file("--trace", c.trace, "trace");
+  check_output_file("--save-weights", c.save_weights, "weights");
+  check_output_file("--profile-memory", c.profile_memory, "memory profile");
+  check_output_directory("--checkpoint-dir", c.checkpoint_dir);
   ZS_CHECK(c.checkpoint_every >= 0,
            "--checkpoint-every must be >= 1 (1 = every unit), or 0 for no activation "
            "checkpointing, got ",
@@ -823,7 +879,7 @@ void apply_model_config_json(const std::string& json_text, const std::string& so
                              models::GptConfig& g) {
   json j;
   try {
-    j = json::parse(json_text);
+    j = parse_json_bounded(json_text, "--model-config '" + source + "'");
   } catch (const json::exception& e) {
     ZS_THROW(InvalidArgument, "--model-config '", source, "' is not valid JSON: ", e.what());
   }
@@ -839,7 +895,7 @@ void apply_model_config_json(const std::string& json_text, const std::string& so
     ZS_CHECK(field != nullptr, "--model-config '", source, "': unknown key '", key,
              "'; the keys are n_layer, width, n_head, vocab_size, context");
     ZS_CHECK(item.value().is_number_integer(), "--model-config '", source, "': '", key,
-             "' must be an integer, got ", item.value().dump());
+             "' must be an integer, got ", json_excerpt(item.value()));
     *field = item.value().get<int64_t>();
   }
 }

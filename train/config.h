@@ -240,8 +240,16 @@ struct TrainConfig {
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
-// number of ranks the run will have (for divisibility checks).
+// number of ranks the run will have (for divisibility checks). Every output path is probed (see
+// below), so a run does not train and then fail to write its result.
 void validate(const TrainConfig& config, int world);
+// An output file `path` given by `flag` (empty: none) can be written: its directory exists, a
+// file can be created there, and the path is not a directory. InvalidArgument otherwise, saying
+// where else to write the `what` ("trace", "weights").
+void check_output_file(const std::string& flag, const std::string& path, const std::string& what);
+// An output directory (made if missing, as --checkpoint-dir is) can be: the path is not a file,
+// and files can be created in it or in its nearest existing ancestor.
+void check_output_directory(const std::string& flag, const std::string& path);
 // The device and backend alone (part of validate): cpu or cuda; cuda needs nccl or auto; nccl
 // needs cuda.
 void validate_device(const TrainConfig& config);

@@ -417,12 +417,15 @@ TEST_F(Checkpoints, IncompatibleCheckpointsAreRefusedWithTheReason) {
   EXPECT_NE(future.find("format version 999"), std::string::npos) << future;
 }
 
+// Issue 28: a checkpoint directory that cannot be made was an IoError at the first save, after
+// the steps before it had trained; it is now refused before the first step, naming it.
 TEST_F(Checkpoints, ASaveThatCannotWriteStopsEveryRankWithTheReason) {
   TrainConfig c = tiny_run(corpus, 3, DType::kF32);
   c.checkpoint_dir = corpus + "/ckpt";  // under a regular file: no directory can be made there
   c.checkpoint_interval = 2;
-  const std::string message = error_message<IoError>([&] { run_training(c); });
+  const std::string message = error_message<InvalidArgument>([&] { run_training(c); });
   EXPECT_NE(message.find(c.checkpoint_dir), std::string::npos) << message;
+  EXPECT_NE(message.find("is a file"), std::string::npos) << message;
 }
 
 // The rank files of `run`'s checkpoint of `step`, in rank order.

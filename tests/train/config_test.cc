@@ -4,16 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <iterator>
 #include <string>
 
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
+#include "tests/support/error_text.h"
 #include "tests/support/scratch.h"
 
 namespace zs::train {
 namespace {
 
 using zs::testing::error_message;
+using zs::testing::invalid_argument_message;
 
 TEST(TrainConfigTranslate, ShardingSettings) {
   TrainConfig c;
@@ -170,6 +174,44 @@ TEST(TrainConfigModel, JsonKeysOverThePresetAndFlagsOverThem) {
   EXPECT_EQ(resolved.context, 64);
   c.model_config = dir.path("missing.json");
   EXPECT_THROW(resolve_model_config(c), IoError);
+}
+
+// Issue 28: outputs are checked before the first step, not when the run writes them.
+TEST(TrainConfigOutputs, EveryOutputPathIsProbedBeforeTraining) {
+  zs::testing::ScratchDir dir;
+  zs::testing::write_text(dir.path("file.txt"), "x");
+  // Writable: nothing is left behind by the probe.
+  check_output_file("--save-weights", dir.path("w.safetensors"), "weights");
+  check_output_directory("--checkpoint-dir", dir.path("ck/deeper"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path("")),
+                          std::filesystem::directory_iterator()),
+            1);
+  // A missing directory, a directory for a file, a file for a directory.
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_file("--save-weights", dir.path("nodir/w.safetensors"), "weights");
+            }).find("does not exist; create it or write the weights elsewhere"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_file("--profile-memory", dir.path(""), "memory profile");
+            }).find("is a directory; name a file in it"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_directory("--checkpoint-dir", dir.path("file.txt"));
+            }).find("exists and is not a directory"),
+            std::string::npos);
+  // Where no file can be made (even by root: /proc takes none), before any step.
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_file("--trace", "/proc/t.json", "trace");
+            }).find("cannot create a file in '/proc'"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_directory("--checkpoint-dir", "/proc/zs-ck/step");
+            }).find("cannot create files in '/proc'"),
+            std::string::npos);
+  TrainConfig config;
+  config.save_weights = dir.path("nodir/w.safetensors");
+  EXPECT_NE(invalid_argument_message([&] { validate(config, 1); }).find("--save-weights"),
+            std::string::npos);
 }
 
 }  // namespace
