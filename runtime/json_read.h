@@ -44,7 +44,9 @@ inline std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 
   std::string text = value.dump();
   if (text.size() <= max_chars) return text;
   const size_t full = text.size();
-  text.resize(max_chars);
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  text.resize(cut);
   return text + "… (" + std::to_string(full) + " characters)";
 }
 

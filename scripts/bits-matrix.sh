@@ -9,10 +9,11 @@
 #
 # The matrix: stages 0-3 x fp32/bf16/fp16; stage 0's three DDP syncs; per-step gradient sync with
 # accumulation at stages 0 and 1; hybrid sharding (4 ranks, groups of 2) in fp32 and bf16; stage 3
-# without prefetch, with a gathered-bytes limit, with small units kept gathered, with activation
-# checkpointing, with SGD; optimizer offload to host and NVMe at stages 1-3; parameter offload to
-# host and NVMe at stage 3 in fp32 and bf16. A tiny GPT on byte-level text (this script), 2 ranks
-# of one thread each (4 for hybrid), 6 steps with accumulation 2. About 2-4 minutes on 2 cores.
+# without prefetch, with one unit and several units ahead, with gathered-bytes limits, with small
+# units kept gathered, with activation checkpointing, with SGD; optimizer offload to host and NVMe
+# at stages 1-3; parameter offload to host and NVMe at stage 3 in fp32 and bf16. A tiny GPT on
+# byte-level text (this script), 2 ranks of one thread each (4 for hybrid), 6 steps with
+# accumulation 2. About 30 s on 2 cores.
 # ZS_TRAIN (default build/apps/zs-train) names the binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +73,8 @@ matrix=(
   "s3-live-limit|--zero-stage 3 --max-live-gathered 40KiB"
   "s3-keep-small|--zero-stage 3 --keep-gathered-below 40KiB"
   "s3-prefetch-bytes|--zero-stage 3 --prefetch-bytes 1"
+  "s3-prefetch-units|--zero-stage 3 --prefetch-bytes 600KiB"
+  "s3-prefetch-live|--zero-stage 3 --prefetch-bytes 600KiB --max-live-gathered 300KiB"
   "s3-reductions-0|--zero-stage 3 --max-reductions-in-flight 0"
   "s3-act-ckpt|--zero-stage 3 --activation-checkpointing"
   "s3-sgd|--zero-stage 3 --optimizer sgd --momentum 0.9"
@@ -106,8 +109,9 @@ for entry in "${matrix[@]}"; do
     continue
   fi
   # The figures that must not change: step, loss, lr, grad norm and the fp16 scale of every step,
-  # and the evaluation (timings, rates, MFU and memory are left out).
-  grep -E '\| loss |eval after step' "$log" | sed -E \
+  # the evaluation, and the engine's sharding lines (timings, rates, MFU and memory are left
+  # out).
+  grep -E '\| loss |eval after step|sharding: ' "$log" | sed -E \
     -e 's/^(\[[^]]*\] )*//' \
     -e 's/ \| [0-9.]+ tok\/s \| [0-9.]+ ms \| ETA [^ |]*//' -e 's/ \| MFU [^ |]*//' \
     -e 's/ \| peak [0-9.]+ [A-Za-z]+//' -e 's/ \| NVMe .*//' > "$work/$name.losses" || true

@@ -71,7 +71,7 @@ const PublishedGpu kPublishedGpus[] = {
     {"H200 SXM", {"H200"}, 989.4, 66.9},
     {"H100 PCIe", {"H100 PCIe"}, 756.0, 51.2},
     {"H100 SXM", {"H100 SXM", "H100 80GB HBM3"}, 989.4, 66.9},
-    {"A100", {"A100"}, 312.0, 19.5},
+    {"A100", {"A100-", "A100 "}, 312.0, 19.5},  // not "RTX A1000"
 };
 
 }  // namespace
@@ -116,7 +116,7 @@ std::string ComputePeak::describe() const {
 }
 
 bool ComputePeak::remeasure() {
-  if (!probe_) return false;
+  if (!probe_ || measurements_ >= kMaxMeasurements) return false;
   const double now = probe_->measure();
   ++measurements_;
   if (!(now > flops_)) return false;
@@ -126,10 +126,14 @@ bool ComputePeak::remeasure() {
 
 std::optional<double> ComputePeak::fraction(double achieved) {
   if (probe_) {
-    flops_ = remeasured_limit(flops_, achieved, [&] {
-      ++measurements_;
-      return probe_->measure();
-    });
+    const int tries = std::min(2, kMaxMeasurements - measurements_);
+    flops_ = remeasured_limit(
+        flops_, achieved,
+        [&] {
+          ++measurements_;
+          return probe_->measure();
+        },
+        tries);
   }
   return fraction_of_limit(achieved, flops_);
 }

@@ -71,12 +71,17 @@ double published_gpu_peak(const std::string& device_name, DType dtype, std::stri
 
 class ComputePeak {
  public:
-  // Whether a measured peak is measured again after step `step` (0-based): steps 1, 2, 4 and 8
-  // of the run, each measurement about 30 ms on the lead rank.
+  // Whether a measured peak is measured again after the run's step `step` (0-based, counted
+  // from the first step this process runs): steps 1, 2, 4 and 8, each measurement about 30 ms
+  // on the lead rank while the others wait.
   static bool remeasured_after(int64_t step) { return step < 8 && ((step + 1) & step) == 0; }
+  // Measurements in all, the first included: a peak that still reads low after them stays so
+  // (the MFU stays unknown) rather than stalling every log line.
+  static constexpr int kMaxMeasurements = 16;
 
   ComputePeak() = default;  // none: no MFU is shown
-  // A published figure: never re-measured. `source` says what it is, for the log.
+  // A fixed figure (a GPU's published peak, or one measured once before training): never
+  // re-measured. `source` says what it is, for the log.
   static ComputePeak published(double flops, std::string source);
   // Measured through `probe` (not owned; it must outlive this), whose first measurement was
   // `first` (taken at start-up, maybe on another thread with the same compute threads).
@@ -91,7 +96,8 @@ class ComputePeak {
   // A measured peak: one more measurement; true when it raised the peak.
   bool remeasure();
   // `achieved` FLOP/s of one rank as a fraction of the peak. Above the peak, a measured peak is
-  // measured again (twice at most); a fraction that would still exceed 1 is nothing.
+  // measured again (twice at most, kMaxMeasurements in all); a fraction that would still exceed
+  // 1 is nothing.
   std::optional<double> fraction(double achieved);
 
  private:

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -675,12 +676,13 @@ std::string resolved_backend_name(const TrainConfig& c) {
 
 namespace {
 
-// Whether this process can create a file in the existing directory `dir` (a file made and
-// removed at once: permissions, a read-only mount, a full inode table all show), and if not, why.
+// Whether this process can create a file in the existing directory `dir` (a file of a unique
+// name made and removed at once: permissions, a read-only mount, a full inode table all show),
+// and if not, why.
 bool can_create_in(const std::filesystem::path& dir, std::string* why) {
-  const std::filesystem::path probe = (dir.empty() ? std::filesystem::path(".") : dir) /
-                                      (".zs-write-probe-" + std::to_string(::getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  std::string probe =
+      ((dir.empty() ? std::filesystem::path(".") : dir) / ".zs-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
   if (fd < 0) {
     *why = std::strerror(errno);
     return false;
@@ -695,11 +697,12 @@ bool can_create_in(const std::filesystem::path& dir, std::string* why) {
 void check_output_file(const std::string& flag, const std::string& path, const std::string& what) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
+  std::error_code error;  // a path the system cannot look at is refused like a missing one
   const fs::path parent = fs::path(path).parent_path();
-  ZS_CHECK(parent.empty() || fs::is_directory(parent), flag, " ", path, ": the directory '",
+  ZS_CHECK(parent.empty() || fs::is_directory(parent, error), flag, " ", path, ": the directory '",
            parent.string(), "' does not exist; create it or write the ", what, " elsewhere");
-  ZS_CHECK(!fs::is_directory(path), flag, " ", path, " is a directory; name a file in it (e.g. ",
-           (fs::path(path) / "out").string(), ")");
+  ZS_CHECK(!fs::is_directory(path, error), flag, " ", path,
+           " is a directory; name a file in it (e.g. ", (fs::path(path) / "out").string(), ")");
   std::string why;
   ZS_CHECK(can_create_in(parent, &why), flag, " ", path, ": cannot create a file in '",
            parent.empty() ? std::string(".") : parent.string(), "' (", why,
@@ -710,18 +713,25 @@ void check_output_directory(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
   std::error_code error;
-  ZS_CHECK(!fs::exists(path, error) || fs::is_directory(path), flag, " ", path,
+  ZS_CHECK(!fs::exists(path, error) || fs::is_directory(path, error), flag, " ", path,
            " exists and is not a directory; name a directory (it is created if missing)");
   // It is made when the first checkpoint is saved: the nearest folder that exists must take it.
   fs::path existing = fs::absolute(path, error);
   while (existing.has_relative_path() && !fs::exists(existing, error)) {
     existing = existing.parent_path();
   }
-  ZS_CHECK(fs::is_directory(existing), flag, " ", path, ": '", existing.string(),
+  ZS_CHECK(fs::is_directory(existing, error), flag, " ", path, ": '", existing.string(),
            "' is a file, so no directory can be made under it; save checkpoints elsewhere");
   std::string why;
   ZS_CHECK(can_create_in(existing, &why), flag, " ", path, ": cannot create files in '",
            existing.string(), "' (", why, "); make it writable or save checkpoints elsewhere");
+}
+
+void check_outputs(const TrainConfig& c, bool lead) {
+  check_output_file("--trace", c.trace, "trace");
+  check_output_file("--profile-memory", c.profile_memory, "memory profile");
+  check_output_directory("--checkpoint-dir", c.checkpoint_dir);
+  if (lead) check_output_file("--save-weights", c.save_weights, "weights");  // rank 0 writes it
 }
 
 void validate(const TrainConfig& c, int world) {
@@ -755,11 +765,6 @@ void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.max_reductions_in_flight >= 0,
            "--max-reductions-in-flight must be >= 0 (0 = no limit), got ",
            c.max_reductions_in_flight);
-  // Outputs are written during or after the training: one that cannot be is found now.
-  check_output_file("--trace", c.trace, "trace");
-  check_output_file("--save-weights", c.save_weights, "weights");
-  check_output_file("--profile-memory", c.profile_memory, "memory profile");
-  check_output_directory("--checkpoint-dir", c.checkpoint_dir);
   ZS_CHECK(c.checkpoint_every >= 0,
            "--checkpoint-every must be >= 1 (1 = every unit), or 0 for no activation "
            "checkpointing, got ",

@@ -240,9 +240,12 @@ struct TrainConfig {
 };
 
 // Throws InvalidArgument naming the field, its value and what would be valid. `world` is the
-// number of ranks the run will have (for divisibility checks). Every output path is probed (see
-// below), so a run does not train and then fail to write its result.
+// number of ranks the run will have (for divisibility checks). Reads nothing and writes nothing.
 void validate(const TrainConfig& config, int world);
+// Every output of the run can be written (below), so a run does not train and then fail to
+// write its result; before the first step, on every process (`lead`: the one that writes the
+// weights).
+void check_outputs(const TrainConfig& config, bool lead);
 // An output file `path` given by `flag` (empty: none) can be written: its directory exists, a
 // file can be created there, and the path is not a directory. InvalidArgument otherwise, saying
 // where else to write the `what` ("trace", "weights").

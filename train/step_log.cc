@@ -61,8 +61,9 @@ std::string format_duration(double seconds) {
 StepLog::StepLog(const RankContext& rank, ComputePeak peak, double flops_per_token)
     : rank_(rank), peak_(std::move(peak)), flops_per_token_(flops_per_token) {}
 
-void StepLog::on_start(int64_t /*first_step*/, int64_t steps) {
+void StepLog::on_start(int64_t first_step, int64_t steps) {
   steps_ = steps;
+  first_step_ = first_step;
   // The first step's disk figures leave out construction's and a restore's I/O.
   if (has_nvme()) nvme_before_ = rank_.nvme_traffic();
   const TrainConfig& c = rank_.config;
@@ -103,7 +104,9 @@ void StepLog::after_step(const StepRecord& r, bool last) {
   if (rank_.host_tier) record.host_peak_bytes = rank_.host_tier->peak_total();
   // A measured peak read low while the machine was busy is measured again between the first
   // steps (on the lead rank, outside the steps' times).
-  if (peak_.is_measured() && ComputePeak::remeasured_after(record.step)) peak_.remeasure();
+  if (peak_.is_measured() && ComputePeak::remeasured_after(record.step - first_step_)) {
+    peak_.remeasure();
+  }
   const int64_t done = record.step + 1;
   const bool logged =
       record.step == 0 || done % rank_.config.log_interval == 0 || last || record.skipped;
@@ -126,7 +129,13 @@ double StepLog::mfu(const StepRecord& r) {
   const double per_rank = flops_per_token_ * r.tokens_per_s / rank_.comm.size();
   const std::optional<double> fraction = peak_.fraction(per_rank);
   if (fraction) return *fraction;
-  if (!warned_peak_) {
+  if (!warned_peak_ && !peak_.is_measured()) {
+    warned_peak_ = true;
+    ZS_LOG_WARN(
+        "MFU shown as {}: this run did {} per rank, more than the peak it is counted against, "
+        "{}; the model's FLOPs per token ({:.0f}) or the peak does not fit this run",
+        kUnknownFigure, format_flops(per_rank), peak_.describe(), flops_per_token_);
+  } else if (!warned_peak_) {
     warned_peak_ = true;
     ZS_LOG_WARN(
         "MFU shown as {}: this run did {} per rank, more than the peak it is measured against, "

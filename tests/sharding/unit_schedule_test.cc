@@ -157,7 +157,7 @@ TEST(UnitSchedule, RanksWithTheSameOrdersAgreeAndDifferentOnesAllFailNamingTheFi
   constexpr int kWorld = 3;
   for (const bool differ : {false, true}) {
     std::vector<std::string> errors(kWorld);
-    std::vector<bool> checked(kWorld, false);
+    std::vector<char> checked(kWorld, 0);  // one byte a rank: the rank threads write at once
     comm::run_local_ranks(kWorld, [&](comm::Communicator& world) {
       CpuAllocator allocator(nullptr);
       UnitSchedule::Options options;

@@ -210,7 +210,13 @@ TEST(TrainConfigOutputs, EveryOutputPathIsProbedBeforeTraining) {
             std::string::npos);
   TrainConfig config;
   config.save_weights = dir.path("nodir/w.safetensors");
-  EXPECT_NE(invalid_argument_message([&] { validate(config, 1); }).find("--save-weights"),
+  EXPECT_NE(invalid_argument_message([&] { check_outputs(config, true); }).find("--save-weights"),
+            std::string::npos);
+  check_outputs(config, /*lead=*/false);  // only the lead rank writes the weights
+  // A path the system cannot look at is an InvalidArgument, not a filesystem_error.
+  EXPECT_NE(invalid_argument_message([&] {
+              check_output_file("--trace", dir.path(std::string(300, 'x') + "/t.json"), "trace");
+            }).find("--trace"),
             std::string::npos);
 }
 
