@@ -20,7 +20,10 @@ void FaultInjectingBackend::before(const Call& call) {
              settings_.drop_call, " (FaultSettings::drop_call) and no longer participates; ",
              collective_name(call.kind), " #", call.sequence, " (call ", index, ") refused");
   }
-  if (settings_.delay.count() > 0) std::this_thread::sleep_for(settings_.delay);
+  if (settings_.delay.count() > 0 &&
+      call.tag.compare(0, settings_.delay_tag_prefix.size(), settings_.delay_tag_prefix) == 0) {
+    std::this_thread::sleep_for(settings_.delay);
+  }
   if (index == settings_.drop_call) {
     dropped_.store(true);
     ZS_THROW(CommError, "injected fault: rank ", rank(), " dropped out at call ", index, " (",

@@ -4,7 +4,9 @@
 // Faults, counted over the calls this wrapper sees (every primitive except abort, numbered from
 // 0 in issue order):
 // - delay: sleep before each call reaches the wrapped backend (exposes missing waits and shows
-//   that collectives run asynchronously);
+//   that collectives run asynchronously); with delay_tag_prefix set, only before the calls whose
+//   tag (CollectiveOptions::tag) starts with it, so a test can slow one kind of traffic (the
+//   gradient reductions) by a wide margin without slowing the rest;
 // - fail_call = k: call k throws CommError without reaching the wrapped backend (the
 //   Communicator then aborts the group, so peers fail fast);
 // - drop_call = k: this rank drops out at call k: that call and every later one throw CommError
@@ -30,8 +32,9 @@ namespace zs::comm {
 
 struct FaultSettings {
   std::chrono::milliseconds delay{0};
-  int64_t fail_call = -1;  // -1: never
-  int64_t drop_call = -1;  // -1: never
+  int64_t fail_call = -1;        // -1: never
+  int64_t drop_call = -1;        // -1: never
+  std::string delay_tag_prefix;  // empty: the delay applies to every call
 };
 
 class FaultInjectingBackend final : public Backend {

@@ -50,8 +50,8 @@ double MatmulProbe::measure() const {
 
 std::string MatmulProbe::describe() const {
   return std::string("a ") + dtype_name(dtype_) + " " + std::to_string(n_) + "x" +
-         std::to_string(n_) + "x" + std::to_string(n_) + " matmul on " +
-         allocator_.device().str() + " measured in this run";
+         std::to_string(n_) + "x" + std::to_string(n_) + " matmul on " + allocator_.device().str() +
+         " measured in this run";
 }
 
 namespace {
@@ -97,12 +97,13 @@ ComputePeak ComputePeak::published(double flops, std::string source) {
   return peak;
 }
 
-ComputePeak ComputePeak::measured(double first, const PeakProbe& probe) {
+ComputePeak ComputePeak::measured(double first, const PeakProbe& probe, double first_seconds) {
   ComputePeak peak;
   peak.flops_ = first;
   peak.probe_ = &probe;
   peak.what_ = probe.describe();
   peak.measurements_ = 1;
+  peak.probe_seconds_ = peak.last_seconds_ = first_seconds;
   return peak;
 }
 
@@ -115,25 +116,33 @@ std::string ComputePeak::describe() const {
   return text + ")";
 }
 
+double ComputePeak::timed_measure() {
+  const auto start = std::chrono::steady_clock::now();
+  const double flops = probe_->measure();
+  last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  probe_seconds_ += last_seconds_;
+  ++measurements_;
+  return flops;
+}
+
 bool ComputePeak::remeasure() {
   if (!probe_ || measurements_ >= kMaxMeasurements) return false;
-  const double now = probe_->measure();
-  ++measurements_;
+  const double now = timed_measure();
   if (!(now > flops_)) return false;
   flops_ = now;
   return true;
+}
+
+bool ComputePeak::remeasure_after_steps(double steps_seconds) {
+  if (probe_seconds_ + last_seconds_ > steps_seconds) return false;
+  return remeasure();
 }
 
 std::optional<double> ComputePeak::fraction(double achieved) {
   if (probe_) {
     const int tries = std::min(2, kMaxMeasurements - measurements_);
     flops_ = remeasured_limit(
-        flops_, achieved,
-        [&] {
-          ++measurements_;
-          return probe_->measure();
-        },
-        tries);
+        flops_, achieved, [&] { return timed_measure(); }, tries);
   }
   return fraction_of_limit(achieved, flops_);
 }

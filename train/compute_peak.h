@@ -2,8 +2,11 @@
 //
 // On the CPU it is the rate of a GEMM measured on the rank's threads: once before the ranks
 // start, again after steps 1, 2, 4 and 8, and again whenever the run itself
-// does more than it, keeping the best. A measurement taken while another job had the cores reads
-// low, and a low peak reads as a high MFU; the best of several spread over the run does not
+// does more than it, keeping the best. The re-measurements after steps cost at most what the
+// steps did: one is skipped while the probe's time so far, and one more measurement, would
+// exceed the steps' time so far (a slow machine, or a sanitizer's instrumented GEMM, where one
+// measurement takes longer than several steps). A measurement taken while another job had the cores
+// reads low, and a low peak reads as a high MFU; the best of several spread over the run does not
 // depend on the moment of start-up. An MFU that would still be above 100% is not a figure: the
 // log shows it as unknown (runtime/measured_limit.h).
 //
@@ -37,7 +40,7 @@ class PeakProbe {
 };
 
 // The CPU's probe: ops::cpu::sgemm of 256×768×768 with the calling thread's intra-op threads,
-// the best of at least 10 products over about `budget_seconds` (measure_gemm_peak).
+// the best of at least 3 products over about `budget_seconds` (measure_gemm_peak).
 class CpuGemmProbe final : public PeakProbe {
  public:
   explicit CpuGemmProbe(double budget_seconds) : budget_seconds_(budget_seconds) {}
@@ -53,7 +56,8 @@ class CpuGemmProbe final : public PeakProbe {
 // element back (which waits for the device). `allocator` must outlive the probe.
 class MatmulProbe final : public PeakProbe {
  public:
-  MatmulProbe(Allocator& allocator, DType dtype, int64_t n) : allocator_(allocator), dtype_(dtype), n_(n) {}
+  MatmulProbe(Allocator& allocator, DType dtype, int64_t n)
+      : allocator_(allocator), dtype_(dtype), n_(n) {}
   double measure() const override;
   std::string describe() const override;
 
@@ -84,8 +88,9 @@ class ComputePeak {
   // re-measured. `source` says what it is, for the log.
   static ComputePeak published(double flops, std::string source);
   // Measured through `probe` (not owned; it must outlive this), whose first measurement was
-  // `first` (taken at start-up, maybe on another thread with the same compute threads).
-  static ComputePeak measured(double first, const PeakProbe& probe);
+  // `first` and took `first_seconds` (taken at start-up, maybe on another thread with the same
+  // compute threads).
+  static ComputePeak measured(double first, const PeakProbe& probe, double first_seconds = 0);
 
   bool known() const { return flops_ > 0; }
   double flops() const { return flops_; }
@@ -95,16 +100,25 @@ class ComputePeak {
   std::string describe() const;
   // A measured peak: one more measurement; true when it raised the peak.
   bool remeasure();
+  // remeasure() after a step, when the steps so far took `steps_seconds`: skipped (false) while
+  // the probe's seconds so far plus one more measurement's would exceed them.
+  bool remeasure_after_steps(double steps_seconds);
+  // Seconds spent in the probe so far, the first measurement included.
+  double probe_seconds() const { return probe_seconds_; }
   // `achieved` FLOP/s of one rank as a fraction of the peak. Above the peak, a measured peak is
   // measured again (twice at most, kMaxMeasurements in all); a fraction that would still exceed
   // 1 is nothing.
   std::optional<double> fraction(double achieved);
 
  private:
+  double timed_measure();  // one probe_ measurement, counted and timed
+
   double flops_ = 0;
   const PeakProbe* probe_ = nullptr;
   std::string what_;
   int measurements_ = 0;
+  double probe_seconds_ = 0;  // all measurements
+  double last_seconds_ = 0;   // the latest one
 };
 
 // A measured peak before a ComputePeak is made: the first measurement and its probe (null:
@@ -112,6 +126,7 @@ class ComputePeak {
 struct PeakMeasurement {
   double flops = 0;
   const PeakProbe* probe = nullptr;
+  double seconds = 0;  // what the measurement took
 };
 
 // "1.0 MFLOP/s", "144.6 GFLOP/s", "989.4 TFLOP/s".

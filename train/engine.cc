@@ -336,8 +336,9 @@ class RankRun final : private StepRunner {
   // not in that table, a GEMM in that dtype measured here.
   ComputePeak compute_peak() {
     if (!device_) {
-      return cpu_peak_.probe ? ComputePeak::measured(cpu_peak_.flops, *cpu_peak_.probe)
-                             : ComputePeak();
+      return cpu_peak_.probe
+                 ? ComputePeak::measured(cpu_peak_.flops, *cpu_peak_.probe, cpu_peak_.seconds)
+                 : ComputePeak();
     }
     const std::string name = device_->name();
     std::string model;
@@ -351,8 +352,9 @@ class RankRun final : private StepRunner {
     // and the loop never stops for it.
     const MatmulProbe probe(device_->allocator(), c_.precision, 2048);
     return ComputePeak::published(probe.measure(), probe.describe() + ", once before training; " +
-                                                       name + " is not in the table of published "
-                                                              "peaks");
+                                                       name +
+                                                       " is not in the table of published "
+                                                       "peaks");
   }
 
   void run_loop() {
@@ -576,7 +578,10 @@ TrainResult run_training(const TrainConfig& config) {
         rank_threads(config, backend, launch) ? config.ranks : launch.local_size;
     const int threads_before = ops::cpu::intra_op_threads();
     ops::cpu::set_intra_op_threads(compute_threads(config, local_ranks));
+    const auto probe_start = std::chrono::steady_clock::now();
     cpu_peak.flops = cpu_peak.probe->measure();
+    cpu_peak.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_start).count();
     ops::cpu::set_intra_op_threads(threads_before);
   }
 

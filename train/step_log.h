@@ -72,7 +72,8 @@ class StepLog final : public TrainerPart {
   bool warned_peak_ = false;
   const double flops_per_token_;
   int64_t steps_ = 0;
-  int64_t first_step_ = 0;  // of this process's run (a resumed run starts past 0)
+  int64_t first_step_ = 0;    // of this process's run (a resumed run starts past 0)
+  double steps_seconds_ = 0;  // the steps' time in this process so far
   bool tty_ = false;
   IntervalRate interval_;
   RankContext::NvmeTraffic nvme_before_;  // at the previous step's record

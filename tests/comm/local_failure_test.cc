@@ -310,7 +310,7 @@ TEST(LocalFaults, FailedCallAbortsTheGroupAndNamesTheInjection) {
         comm.barrier(options)->wait();
       },
       with_faults([](int rank) {
-        return FaultSettings{Ms(0), rank == 1 ? 1 : -1, -1};
+        return FaultSettings{Ms(0), rank == 1 ? 1 : -1, -1, ""};
       }));
   EXPECT_LT(seconds_since(start), 2.0);
   for (int r = 0; r < 3; ++r) {
@@ -340,7 +340,7 @@ TEST(LocalFaults, DroppedRankMakesPeersTimeOutNamingIt) {
         }
       },
       with_faults([](int rank) {
-        return FaultSettings{Ms(0), -1, rank == 2 ? 1 : -1};
+        return FaultSettings{Ms(0), -1, rank == 2 ? 1 : -1, ""};
       }));
   EXPECT_TRUE(contains(dropped_message, "injected fault: rank 2 dropped out at call 1"))
       << dropped_message;

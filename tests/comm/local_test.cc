@@ -248,7 +248,31 @@ TEST(LocalOverlap, AllReduceRunsWhileTheCallerComputes) {
         EXPECT_EQ(t.to_vector()[17], 3.0f);
       },
       with_faults([&](int) {
-        return FaultSettings{delay, -1, -1};
+        return FaultSettings{delay, -1, -1, ""};
+      }));
+}
+
+// A delay with a tag prefix slows the calls whose tag starts with it and no other call.
+TEST(LocalOverlap, ADelayWithATagPrefixSlowsOnlyTheCallsTaggedWithIt) {
+  run_local_ranks(
+      2,
+      [&](Communicator& comm) {
+        CpuAllocator allocator(nullptr);
+        Tensor t = make(allocator, 16, DType::kF32, "t");
+        t.fill(1.0f);
+        auto started = Clock::now();
+        comm.all_reduce(t, ReduceOp::kSum, {{}, "parameters of x"})->wait();
+        EXPECT_LT(seconds_since(started), 0.25) << "an untagged call was delayed";
+        started = Clock::now();
+        comm.all_reduce(t, ReduceOp::kSum, {{}, "gradients of x"})->wait();
+        EXPECT_GE(seconds_since(started), 0.29) << "the tagged call was not delayed";
+        EXPECT_EQ(t.to_vector()[3], 4.0f);
+      },
+      with_faults([&](int) {
+        FaultSettings settings;
+        settings.delay = Ms(300);
+        settings.delay_tag_prefix = "gradients of ";
+        return settings;
       }));
 }
 

@@ -224,10 +224,13 @@ TEST(ShardedModel, ReductionLimitChangesNoBits) {
   }
 }
 
-// A communicator that sleeps before every collective falls behind the backward, so each unit's
-// full gradient stays alive until the rate limit waits for its reduction: at stage 2 the peak of
-// gradient bytes is exactly the fp32 shards + the root's full gradient (computed through the
-// whole backward) + (limit + 1) blocks' full gradients — all of them without a limit.
+// A communicator that sleeps before every gradient reduction falls behind the backward, so each
+// unit's full gradient stays alive until the rate limit waits for its reduction: at stage 2 the
+// peak of gradient bytes is exactly the fp32 shards + the root's full gradient (computed through
+// the whole backward) + (limit + 1) blocks' full gradients — all of them without a limit. The
+// sleep (150 ms) is many times the rest of the backward, under TSan on a busy machine too: at
+// 20 ms before every call, a TSan run in CI finished one block's reduction before the backward
+// ended.
 TEST(ShardedModel, ReductionLimitBoundsTheGradientPeakUnderASlowCommunicator) {
   models::GptConfig gpt = uneven_config();
   gpt.n_layer = 4;
@@ -235,7 +238,8 @@ TEST(ShardedModel, ReductionLimitBoundsTheGradientPeakUnderASlowCommunicator) {
     comm::LocalRunOptions slow;
     slow.wrap_backend = [](std::unique_ptr<comm::Backend> backend, int) {
       comm::FaultSettings settings;
-      settings.delay = std::chrono::milliseconds(20);
+      settings.delay = std::chrono::milliseconds(150);
+      settings.delay_tag_prefix = "gradients of ";
       return std::unique_ptr<comm::Backend>(
           std::make_unique<comm::FaultInjectingBackend>(std::move(backend), settings));
     };

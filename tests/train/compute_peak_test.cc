@@ -108,6 +108,27 @@ TEST(ComputePeak, AMeasuredPeakKeepsTheBestMeasurement) {
   EXPECT_EQ(probe.calls(), 4u);
 }
 
+// The re-measurements after steps cost no more than the steps: one is skipped while the probe's
+// time so far plus one more measurement would exceed the steps' time.
+TEST(ComputePeak, AReMeasurementAfterStepsCostsNoMoreThanTheSteps) {
+  const ScriptedProbe probe({5e9});
+  ComputePeak peak = ComputePeak::measured(1e9, probe, 0.5);  // the first took 0.5 s
+  EXPECT_DOUBLE_EQ(peak.probe_seconds(), 0.5);
+  EXPECT_FALSE(peak.remeasure_after_steps(0.9));  // 0.5 + 0.5 > 0.9: skipped
+  EXPECT_EQ(probe.calls(), 0u);
+  EXPECT_EQ(peak.flops(), 1e9);
+  EXPECT_TRUE(peak.remeasure_after_steps(1.0));  // 0.5 + 0.5 <= 1.0: measured, and higher
+  EXPECT_EQ(probe.calls(), 1u);
+  EXPECT_EQ(peak.flops(), 5e9);
+  // The scripted measurement took about nothing: the next fits in a little more step time.
+  EXPECT_LT(peak.probe_seconds(), 0.6);
+  EXPECT_FALSE(peak.remeasure_after_steps(0.7));  // measured, not higher
+  EXPECT_EQ(probe.calls(), 2u);
+  // A peak measured once before training and never again (a published one) is never measured.
+  ComputePeak fixed = ComputePeak::published(1e9, "stated");
+  EXPECT_FALSE(fixed.remeasure_after_steps(100));
+}
+
 TEST(ComputePeak, FlopRatesReadAsAPersonWritesThem) {
   EXPECT_EQ(format_flops(1e6), "1.0 MFLOP/s");
   EXPECT_EQ(format_flops(144.6e9), "144.6 GFLOP/s");
@@ -176,8 +197,8 @@ class MfuInTheLog : public ::testing::Test {
 std::vector<double> logged_mfus(const std::string& log) {
   std::vector<double> mfus;
   const std::regex figure("MFU ([0-9.]+)%");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), figure);
-       it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), figure); it != std::sregex_iterator();
+       ++it) {
     mfus.push_back(std::stod((*it)[1].str()));
   }
   return mfus;
@@ -199,7 +220,7 @@ TEST_F(MfuInTheLog, AStarvedPeakNeverPrintsAnMfuAbove100Percent) {
   EXPECT_EQ(count(text, std::string("MFU ") + kUnknownFigure + " |"), result.steps.size()) << text;
   EXPECT_EQ(count(text, "MFU shown as"), 1u) << text;  // warned once
   EXPECT_NE(text.find("over 1.0 MFLOP/s per rank (a scripted probe"), std::string::npos) << text;
-  EXPECT_NE(text.find("MFU: "), std::string::npos);     // the peak is stated at start
+  EXPECT_NE(text.find("MFU: "), std::string::npos);  // the peak is stated at start
   EXPECT_NE(text.find("a scripted probe"), std::string::npos);
   for (const StepRecord& step : result.steps) EXPECT_EQ(step.mfu, -1) << step.step;
   // Measured at start, after steps 1, 2, 4 and 8, and twice more at the log lines until the
