@@ -583,6 +583,12 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
                     ? std::string()
                     : fmt::format(", resharded from {} ranks at stage {}",
                                   meta.at("world_size").get<int>(), meta.at("stage").get<int>()));
+    if (s_.config && !s_.config->init_from.empty()) {
+      ZS_LOG_INFO(
+          "--init-from {} is not used: the run continues from the checkpoint's weights (with "
+          "--resume auto, --init-from starts the run only when no checkpoint is found)",
+          s_.config->init_from);
+    }
   }
   return completed;
 }

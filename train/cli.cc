@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "comm/factory.h"
 #include "models/gpt_presets.h"
@@ -205,7 +206,14 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "held-out set once per value at each evaluation point")
       ->expected(1, -1)
       ->group(kBatch);
-  app.add_option("--seed", c.seed, "seed of the initialization and the data order")->group(kBatch);
+  // An unsigned option takes "-1" as 2^64 - 1 without a word: a minus sign is refused.
+  app.add_option("--seed", c.seed, "seed of the initialization and the data order")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text.find('-') == std::string::npos ? "" : "must be an integer >= 0";
+          },
+          "UINT"))
+      ->group(kBatch);
 
   const std::string kParallel = "Parallelism";
   app.add_option("--zero-stage", c.stage, "0 (DDP), 1, 2 or 3")->group(kParallel);
@@ -383,6 +391,16 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   } catch (const CLI::ParseError& e) {
     ZS_THROW(InvalidArgument, e.what(), "; see zs-train --help");
   }
+  // Flags whose default (0) means "chosen for you" cannot be given as 0 or less.
+  for (const auto& [flag, value, otherwise] :
+       {std::tuple<const char*, int64_t, const char*>{"--seq-len", c.seq_len,
+                                                      "the model's context"},
+        {"--threads", c.threads, "the cores divided among the ranks"}}) {
+    ZS_CHECK(app.count(flag) == 0 || value >= 1, flag, " must be >= 1, got ", value,
+             "; leave it out for ", otherwise);
+  }
+  ZS_CHECK(app.count("--epochs") == 0 || app.count("--steps") == 0, "--epochs ", c.epochs,
+           " and --steps ", c.steps, " both set the run's length; give one of them");
   if (!strategy.empty() || app.count("--zero-stage") > 0) {
     c.stage = resolve_stage(strategy, app.count("--zero-stage") > 0 ? c.stage : kNoStage, ds_stage,
                             c.hybrid_group);

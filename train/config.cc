@@ -17,12 +17,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/gpt2_weights.h"
 #include "models/gpt_presets.h"
 #include "runtime/error.h"
 #include "runtime/json_read.h"
+#include "runtime/logging.h"
 
 namespace zs::train {
 namespace {
@@ -376,7 +378,8 @@ void read_nebula(const json& value, TrainConfig& config, std::vector<std::string
   if (load) config.resume = load_path.empty() ? "auto" : load_path;
 }
 
-void read_fp16(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
+// Returns whether fp16.enabled is true.
+bool read_fp16(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
   KeyReader r(value, "fp16", unknown);
   bool enabled = false;
   r.take("enabled", [&](const json& v) {
@@ -401,17 +404,20 @@ void read_fp16(const json& value, TrainConfig& config, std::vector<std::string>*
   });
   r.take("consecutive_hysteresis", [](const json&) {});
   r.take("auto_cast", [](const json&) {});
+  return enabled;
 }
 
-void read_bf16(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
+// Returns whether bf16.enabled is true.
+bool read_bf16(const json& value, TrainConfig& config, std::vector<std::string>* unknown,
                const std::string& key) {
   KeyReader r(value, key, unknown);
+  bool enabled = false;
   r.take("enabled", [&](const json& v) {
-    const bool enabled =
-        v.is_string() ? lower(v.get<std::string>()) == "true" : r.boolean(v, "enabled");
+    enabled = v.is_string() ? lower(v.get<std::string>()) == "true" : r.boolean(v, "enabled");
     if (enabled) config.precision = DType::kBF16;
   });
   r.take("immediate_grad_update", [](const json&) {});
+  return enabled;
 }
 
 void read_optimizer(const json& value, TrainConfig& config, std::vector<std::string>* unknown) {
@@ -570,9 +576,14 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
   {
     KeyReader r(root, "", &unknown);
     // Precision first: stage-3 limits given in parameters become bytes of the compute dtype.
-    r.take("fp16", [&](const json& v) { read_fp16(v, config, &unknown); });
-    r.take("bf16", [&](const json& v) { read_bf16(v, config, &unknown, "bf16"); });
-    r.take("bfloat16", [&](const json& v) { read_bf16(v, config, &unknown, "bfloat16"); });
+    bool fp16 = false, bf16 = false;
+    r.take("fp16", [&](const json& v) { fp16 = read_fp16(v, config, &unknown); });
+    r.take("bf16", [&](const json& v) { bf16 = read_bf16(v, config, &unknown, "bf16") || bf16; });
+    r.take("bfloat16",
+           [&](const json& v) { bf16 = read_bf16(v, config, &unknown, "bfloat16") || bf16; });
+    ZS_CHECK(!(fp16 && bf16), "deepspeed config ", source,
+             ": fp16.enabled and bf16.enabled are both true (DeepSpeed refuses this too); "
+             "enable one of them");
     r.take("zero_optimization", [&](const json& v) { read_zero(v, config, &unknown, notes); });
     r.take("train_micro_batch_size_per_gpu", [&](const json& v) {
       config.micro_batch = r.integer(v, "train_micro_batch_size_per_gpu");
@@ -588,8 +599,11 @@ void apply_deepspeed_json(const std::string& json_text, const std::string& sourc
     r.take("scheduler", [&](const json& v) { read_scheduler(v, config, &unknown); });
     r.take("steps_per_print",
            [&](const json& v) { config.log_interval = r.integer(v, "steps_per_print"); });
-    r.take("seed",
-           [&](const json& v) { config.seed = static_cast<uint64_t>(r.integer(v, "seed")); });
+    r.take("seed", [&](const json& v) {
+      const int64_t seed = r.integer(v, "seed");
+      ZS_CHECK(seed >= 0, "deepspeed config ", source, ": 'seed' must be >= 0, got ", seed);
+      config.seed = static_cast<uint64_t>(seed);
+    });
     r.take("communication_data_type", [&](const json& v) {
       config.reduce_dtype = parse_precision(r.get<std::string>(v, "communication_data_type"));
       config.reduce_dtype_set = true;
@@ -734,6 +748,63 @@ void check_outputs(const TrainConfig& c, bool lead) {
   if (lead) check_output_file("--save-weights", c.save_weights, "weights");  // rank 0 writes it
 }
 
+namespace {
+
+// The ranges of the numbers validate() has not checked on the way: model shape overrides,
+// sequence length, threads, schedule, evaluation, sampling, injected faults, run length.
+void validate_numbers(const TrainConfig& c, int world) {
+  // -1: the preset's (or the weights', or --model-config's) value.
+  const std::pair<int64_t, const char*> shape[] = {{c.n_layer, "--layers"},
+                                                   {c.width, "--width"},
+                                                   {c.n_head, "--heads"},
+                                                   {c.vocab_size, "--vocab-size"},
+                                                   {c.context, "--context"}};
+  for (const auto& [value, flag] : shape) {
+    ZS_CHECK(value == -1 || value >= 1, flag, " must be >= 1, got ", value,
+             "; leave it out for the preset's");
+  }
+  ZS_CHECK(c.seq_len >= 0, "--seq-len must be >= 1, got ", c.seq_len,
+           "; leave it out for the model's context");
+  ZS_CHECK(c.threads >= 0, "--threads must be >= 1, got ", c.threads,
+           "; leave it out for the cores divided among the ranks");
+  ZS_CHECK(c.steps <= kMaxSteps, "--steps must be at most ", kMaxSteps, ", got ", c.steps,
+           " (a number too large for a step count, or one that overflowed)");
+  ZS_CHECK(c.epochs <= kMaxEpochs, "--epochs must be at most ", kMaxEpochs, ", got ", c.epochs);
+  // min_lr: -1 is "lr / 10" (the default); DeepSpeed's warmup_min_lr and cos_min_ratio set it.
+  ZS_CHECK(c.min_lr == -1 || (c.min_lr >= 0 && std::isfinite(c.min_lr)),
+           "--min-lr must be a number >= 0, got ", c.min_lr, "; leave it out for --lr / 10");
+  ZS_CHECK(std::isfinite(c.beta1) && std::isfinite(c.beta2) && c.beta1 >= 0 && c.beta1 < 1 &&
+               c.beta2 >= 0 && c.beta2 < 1,
+           "AdamW's betas must be in [0, 1), got ", c.beta1, " and ", c.beta2);
+  ZS_CHECK(std::isfinite(c.eps) && c.eps >= 0, "AdamW's eps must be >= 0, got ", c.eps);
+  ZS_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0,
+           "--weight-decay must be >= 0, got ", c.weight_decay);
+  ZS_CHECK(std::isfinite(c.momentum) && c.momentum >= 0 && c.momentum < 1,
+           "--momentum must be in [0, 1), got ", c.momentum);
+  ZS_CHECK(std::isfinite(c.clip), "--clip must be a number >= 0 (0 = off), got ", c.clip);
+  ZS_CHECK(c.eval_interval >= 0, "--eval-interval must be >= 0 (0 = at the end only), got ",
+           c.eval_interval);
+  ZS_CHECK(c.eval_batches >= 0, "--eval-batches must be >= 0 (0 = the whole held-out set), got ",
+           c.eval_batches);
+  ZS_CHECK(c.sample_tokens >= 0, "--sample must be >= 0 (tokens to generate; 0 = none), got ",
+           c.sample_tokens);
+  ZS_CHECK(std::isfinite(c.sample_temperature) && c.sample_temperature >= 0,
+           "--temperature must be >= 0 (0 = greedy), got ", c.sample_temperature);
+  for (const InjectedFault& fault : c.injected_faults) {
+    ZS_CHECK(fault.rank >= 0, "--inject-fault names rank ", fault.rank, "; ranks count from 0");
+    ZS_CHECK(fault.attempt >= 0, "--inject-fault's attempt must be >= 0, got ", fault.attempt);
+    if (fault.rank < world) continue;
+    // With rank threads the world is --ranks: a typo. Under a launcher an elastic relaunch
+    // (scripts/zs-launch) runs the same command on fewer ranks, where the fault is left behind.
+    ZS_CHECK(c.backend != "local", "--inject-fault names rank ", fault.rank,
+             ", but the ranks are 0 to ", world - 1, "; it would never fire");
+    ZS_LOG_WARN("--inject-fault names rank {}, but this run's ranks are 0 to {}: it will not fire",
+                fault.rank, world - 1);
+  }
+}
+
+}  // namespace
+
 void validate(const TrainConfig& c, int world) {
   ZS_CHECK(c.stage >= 0 && c.stage <= 3, "--zero-stage must be 0, 1, 2 or 3, got ", c.stage);
   ZS_CHECK(world >= 1, "the world size must be >= 1, got ", world);
@@ -841,6 +912,14 @@ void validate(const TrainConfig& c, int world) {
            "--checkpoint-interval needs --checkpoint-dir (where to save)");
   ZS_CHECK(c.resume != "auto" || !c.checkpoint_dir.empty(),
            "--resume auto looks in --checkpoint-dir; give it, or --resume with a step directory");
+  validate_numbers(c, world);
+  // A named checkpoint replaces every weight --init-from would load. (--resume auto may find no
+  // checkpoint, and then --init-from starts the run: the first job of a requeued chain.)
+  ZS_CHECK(c.init_from.empty() || c.resume.empty() || c.resume == "auto", "--init-from ",
+           c.init_from, " and --resume ", c.resume,
+           " both give the run's starting weights; a resume continues the checkpoint's run (its "
+           "weights, optimizer state and data position), so drop --init-from, or drop --resume "
+           "to start a new run from those weights");
 }
 
 std::string describe(const TrainConfig& c) {
@@ -902,6 +981,7 @@ void apply_model_config_json(const std::string& json_text, const std::string& so
     ZS_CHECK(item.value().is_number_integer(), "--model-config '", source, "': '", key,
              "' must be an integer, got ", json_excerpt(item.value()));
     *field = item.value().get<int64_t>();
+    ZS_CHECK(*field >= 1, "--model-config '", source, "': '", key, "' must be >= 1, got ", *field);
   }
 }
 

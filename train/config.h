@@ -37,6 +37,10 @@ class PeakProbe;  // train/compute_peak.h
 
 // --eval-batches when not given (0 = every held-out window).
 constexpr int64_t kDefaultEvalBatches = 20;
+// The longest runs validate() takes: more is a typo or an overflowed number (a clamped
+// 99999999999999999999 would train for ever).
+constexpr int64_t kMaxSteps = 1'000'000'000'000;
+constexpr int64_t kMaxEpochs = 1'000'000;
 
 // A failure injected into one rank of one attempt of a run, for tests of restarts
 // (train/restarts.h); zs-train sets one with --inject-fault. The run fails as a rank does: the

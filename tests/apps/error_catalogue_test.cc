@@ -130,6 +130,8 @@ class ErrorCatalogue : public ::testing::Test {
                R"({"train_micro_batch_size_per_gpu": 2, "bogus_key": 1})");
     write_file(dir_.path("ds_type.json"), R"({"train_micro_batch_size_per_gpu": "two"})");
     write_file(dir_.path("ds_stage2.json"), R"({"zero_optimization": {"stage": 2}})");
+    write_file(dir_.path("ds_fp16_bf16.json"),
+               R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
     write_file(dir_.path("model_type.json"), R"({"n_layer": 2, "width": "x"})");
     std::vector<uint32_t> tokens(4000, 3);
     tokens[1234] = 300;
