@@ -17,6 +17,7 @@
 #include "runtime/logging.h"
 #include "train/engine.h"
 #include "train/restarts.h"
+#include "train/stop.h"
 
 namespace zs::train {
 namespace {
@@ -173,7 +174,8 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--inject-fault", injected_faults,
                  "testing: RANK:STEP[:KIND] makes rank RANK fail before step STEP of the first "
                  "attempt (KIND: comm (default), io, numerical, invalid; hang: it stops outside "
-                 "every collective until its peers time out)")
+                 "every collective until its peers time out; sigterm: its process gets SIGTERM, a "
+                 "preemption)")
       ->type_name("RANK:STEP[:KIND]")
       ->each([&c](const std::string& fault) {
         c.injected_faults.push_back(parse_injected_fault(fault));
@@ -195,6 +197,14 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per optimizer step")->group(kBatch);
   app.add_option("--steps", c.steps, "optimizer steps")->group(kBatch);
   app.add_option("--epochs", c.epochs, "passes over the data (instead of --steps)")->group(kBatch);
+  app.add_option("--exit-after-steps", c.exit_after_steps,
+                 "save a checkpoint and exit 0 after this job has run N steps (a chain of jobs "
+                 "with --resume auto continues the run)")
+      ->group(kBatch);
+  app.add_option("--exit-after-minutes", c.exit_after_minutes,
+                 "save a checkpoint and exit 0 after the first step that ends M minutes after "
+                 "the start (fit a job's time limit)")
+      ->group(kBatch);
   app.add_option("--eval-interval", c.eval_interval, "evaluate every N steps (0: at the end)")
       ->group(kBatch);
   app.add_option("--eval-batches", c.eval_batches,
@@ -481,8 +491,9 @@ int train_main(int argc, const char* const* argv) {
       return 0;
     }
     for (const std::string& note : notes) ZS_LOG_INFO("deepspeed config: {}", note);
-    run_training(config);
-    return 0;
+    const TrainResult result = run_training(config);
+    // Preempted: saved (with --checkpoint-dir), to be continued; a planned exit is a success.
+    return result.stopped == StopReason::kSignal ? kExitPreempted : 0;
   } catch (const InvalidArgument& e) {
     std::fprintf(stderr, "zs-train: error: %s\n", e.what());
     return 2;

@@ -770,6 +770,13 @@ void validate_numbers(const TrainConfig& c, int world) {
   ZS_CHECK(c.steps <= kMaxSteps, "--steps must be at most ", kMaxSteps, ", got ", c.steps,
            " (a number too large for a step count, or one that overflowed)");
   ZS_CHECK(c.epochs <= kMaxEpochs, "--epochs must be at most ", kMaxEpochs, ", got ", c.epochs);
+  ZS_CHECK(c.exit_after_steps >= 0, "--exit-after-steps must be >= 1 (0 = off), got ",
+           c.exit_after_steps);
+  ZS_CHECK(std::isfinite(c.exit_after_minutes) && c.exit_after_minutes >= 0,
+           "--exit-after-minutes must be a number > 0 (0 = off), got ", c.exit_after_minutes);
+  ZS_CHECK((c.exit_after_steps == 0 && c.exit_after_minutes == 0) || !c.checkpoint_dir.empty(),
+           "--exit-after-steps and --exit-after-minutes save a checkpoint for the next job to "
+           "continue from; give --checkpoint-dir (and --resume auto, in every job of the chain)");
   // min_lr: -1 is "lr / 10" (the default); DeepSpeed's warmup_min_lr and cos_min_ratio set it.
   ZS_CHECK(c.min_lr == -1 || (c.min_lr >= 0 && std::isfinite(c.min_lr)),
            "--min-lr must be a number >= 0, got ", c.min_lr, "; leave it out for --lr / 10");

@@ -49,7 +49,9 @@ struct InjectedFault {
   // kHang: the rank stops before the step, outside every collective (a rank stuck in computation
   // or I/O), for 2 × the collective timeout + 10 s, then throws CommError: its peers' collectives
   // time out first and name it (under mpirun, their peer probe finds it not answering).
-  enum class Kind { kCommError, kIoError, kNumericalError, kInvalidArgument, kHang };
+  // kSigterm: the rank's process raises SIGTERM before the step (preemption, train/stop.h): the
+  // run stops after that step, saved.
+  enum class Kind { kCommError, kIoError, kNumericalError, kInvalidArgument, kHang, kSigterm };
   int rank = 0;
   int attempt = 0;    // 0: the first run; k: after the k-th restart
   int64_t step = -1;  // >= 0: the rank throws `kind` before this (0-based) step
@@ -167,7 +169,15 @@ struct TrainConfig {
 
   // Run.
   int64_t steps = 100;
-  int64_t epochs = 0;         // > 0: run this many passes over the data instead of `steps`
+  int64_t epochs = 0;  // > 0: run this many passes over the data instead of `steps`
+  // Planned exits (train/stop.h; need checkpoint_dir): save a checkpoint and end the run with
+  // exit status 0 after this process has run exit_after_steps steps, or after the first step
+  // that ends exit_after_minutes after the run started (0: off).
+  int64_t exit_after_steps = 0;
+  double exit_after_minutes = 0;
+  // SIGTERM / SIGINT during the run: finish the step, save, stop (train/stop.h). Off: the
+  // signals keep the process's own handling.
+  bool stop_on_signals = true;
   int64_t eval_interval = 0;  // 0: evaluate at the end only
   // Evaluation batches per rank (micro_batch rows each); 0: the whole held-out set. Bounded by
   // default so that a short run on a large held-out split does not spend most of its time

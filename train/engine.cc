@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -47,6 +48,7 @@
 #include "train/restarts.h"
 #include "train/run_report.h"
 #include "train/step_log.h"
+#include "train/stop.h"
 #include "train/tasks.h"
 #include "train/trainer.h"
 #include "train/weight_export.h"
@@ -369,10 +371,25 @@ class RankRun final : private StepRunner {
     StepLog log(*rank_, lead_ ? compute_peak() : ComputePeak(), flops_per_token);
     RunReport report(*rank_);
     InjectedFaults faults(c_, comm_.rank(), attempt_);
+    StopRule stop(c_, comm_, compute_);
     // The order at each point: evaluation, sample and export before the end-of-run tables.
     TrainLoop loop(steps_, c_.eval_interval,
-                   {&faults, &evaluator, &generation, &weights, &log, &report}, *checkpointer_);
-    loop.run(*this);
+                   {&faults, &evaluator, &generation, &weights, &log, &report}, *checkpointer_,
+                   &stop);
+    const LoopEnd end = loop.run(*this);
+    if (end.stopped == StopReason::kNone) return;
+    result_->stopped = end.stopped;
+    result_->stopped_after = end.completed;
+    if (!lead_) return;
+    if (c_.checkpoint_dir.empty()) {
+      ZS_LOG_WARN("stopped after step {} of {} ({}); no --checkpoint-dir, so nothing was saved",
+                  end.completed, steps_, stop.describe(end.stopped));
+    } else {
+      ZS_LOG_INFO(
+          "stopped after step {} of {} ({}); its checkpoint is in {}: the next job continues "
+          "with --resume auto",
+          end.completed, steps_, stop.describe(end.stopped), c_.checkpoint_dir);
+    }
   }
 
   const TrainConfig& c_;
@@ -495,6 +512,10 @@ std::string memory_advice(const TrainConfig& c, const std::vector<MemoryUnit>& u
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
+  // From here a SIGTERM or SIGINT stops the run after a step, saved (train/stop.h); the clock of
+  // --exit-after-minutes starts here too.
+  std::optional<StopSignals> stop_signals;
+  if (config.stop_on_signals) stop_signals.emplace();
   // The device first: --device cuda without a usable GPU fails here, before any data is read.
   validate_device(config);
   if (config.device == "cuda") {

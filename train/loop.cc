@@ -8,13 +8,14 @@
 namespace zs::train {
 
 TrainLoop::TrainLoop(int64_t steps, int64_t eval_interval, std::vector<TrainerPart*> parts,
-                     Checkpointer& checkpointer)
+                     Checkpointer& checkpointer, StopCheck* stop)
     : steps_(steps),
       eval_interval_(eval_interval),
       parts_(std::move(parts)),
-      checkpointer_(checkpointer) {}
+      checkpointer_(checkpointer),
+      stop_(stop) {}
 
-void TrainLoop::run(StepRunner& runner) {
+LoopEnd TrainLoop::run(StepRunner& runner) {
   const int64_t first = checkpointer_.restore();
   ZS_CHECK(first >= 0 && first <= steps_, "the restored state has completed ", first,
            " steps, but this run has ", steps_, "; raise --steps to continue it");
@@ -30,11 +31,21 @@ void TrainLoop::run(StepRunner& runner) {
       for (TrainerPart* part : parts_) part->on_eval(completed);
     }
     checkpointer_.publish(false);
-    if (checkpointer_.due(completed, last)) checkpointer_.save(completed);
+    const StopReason stop =
+        stop_ && !last ? stop_->after_step(first, completed) : StopReason::kNone;
+    // A stop saves as the last step does: the run continues from there.
+    if (checkpointer_.due(completed, last || stop != StopReason::kNone)) {
+      checkpointer_.save(completed);
+    }
+    if (stop != StopReason::kNone) {
+      checkpointer_.publish(true);
+      return {completed, stop};
+    }
   }
   for (TrainerPart* part : parts_) part->on_eval(steps_);
   checkpointer_.publish(true);
   for (TrainerPart* part : parts_) part->on_end(steps_);
+  return {steps_, StopReason::kNone};
 }
 
 }  // namespace zs::train

@@ -12,7 +12,9 @@
 //     part.after_step(record, last)
 //     if eval_interval divides step + 1 and not last: part.on_eval(step + 1)
 //     checkpointer.publish(false)           // a save whose background writes finished
-//     if checkpointer.due(step + 1, last): checkpointer.save(step + 1)
+//     stop = not last and stop_check.after_step(first, step + 1)   // every rank agrees
+//     if checkpointer.due(step + 1, last or stop): checkpointer.save(step + 1)
+//     if stop: checkpointer.publish(true); return {step + 1, stop}  // no final evaluation
 //   part.on_eval(steps)                     // the final evaluation (the last save writes on)
 //   checkpointer.publish(true)              // waits for the last save's writes, publishes it
 //   part.on_end(steps)
@@ -58,6 +60,21 @@ class Checkpointer {
   virtual void publish(bool wait) = 0;
 };
 
+// Whether to stop after a step before the run's last: a signal, a planned exit (train/stop.h's
+// StopRule). Every rank calls it at the same points (it may communicate).
+class StopCheck {
+ public:
+  virtual ~StopCheck() = default;
+  // After `completed_steps`, the first step this process ran being `first_step`.
+  virtual StopReason after_step(int64_t first_step, int64_t completed_steps) = 0;
+};
+
+// How a loop ended: after how many steps, and why early (kNone: it ran every step).
+struct LoopEnd {
+  int64_t completed = 0;
+  StopReason stopped = StopReason::kNone;
+};
+
 // What runs the steps: Trainer, through the engine that owns the data and the model.
 class StepRunner {
  public:
@@ -69,16 +86,18 @@ class StepRunner {
 
 class TrainLoop {
  public:
-  // `eval_interval` 0: evaluate at the end only. Parts and the checkpointer must outlive run().
+  // `eval_interval` 0: evaluate at the end only. Parts, the checkpointer and `stop` (null: never
+  // early) must outlive run().
   TrainLoop(int64_t steps, int64_t eval_interval, std::vector<TrainerPart*> parts,
-            Checkpointer& checkpointer);
-  void run(StepRunner& runner);
+            Checkpointer& checkpointer, StopCheck* stop = nullptr);
+  LoopEnd run(StepRunner& runner);
 
  private:
   const int64_t steps_;
   const int64_t eval_interval_;
   std::vector<TrainerPart*> parts_;
   Checkpointer& checkpointer_;
+  StopCheck* stop_;
 };
 
 }  // namespace zs::train

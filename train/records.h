@@ -68,6 +68,9 @@ struct SaveRecord {
   double commit_seconds = 0;
 };
 
+// Why a run ended before its last step (train/stop.h; ordered: the ranks stop for the largest).
+enum class StopReason { kNone = 0, kPlanned = 1, kSignal = 2 };
+
 struct TrainResult {
   int world = 1;
   int64_t parameters = 0;
@@ -104,6 +107,10 @@ struct TrainResult {
   // what it is (ComputePeak::describe).
   double mfu_peak_flops = 0;
   std::string mfu_peak;
+  // A run stopped before its last step (a signal, --exit-after-steps/-minutes): why, and after
+  // how many steps (a checkpoint was saved there when --checkpoint-dir is set).
+  StopReason stopped = StopReason::kNone;
+  int64_t stopped_after = 0;
 };
 
 }  // namespace zs::train

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <thread>
 #include <utility>
@@ -71,6 +72,8 @@ const char* fault_kind_name(InjectedFault::Kind kind) {
       return "invalid";
     case InjectedFault::Kind::kHang:
       return "hang";
+    case InjectedFault::Kind::kSigterm:
+      return "sigterm";
   }
   return "?";
 }
@@ -172,6 +175,10 @@ void InjectedFaults::before_step(int64_t step, bool /*last*/) {
         ZS_THROW(NumericalError, what());
       case InjectedFault::Kind::kInvalidArgument:
         ZS_THROW(InvalidArgument, what());
+      case InjectedFault::Kind::kSigterm:
+        ZS_LOG_WARN("{}: raising SIGTERM", what());
+        std::raise(SIGTERM);
+        break;
       case InjectedFault::Kind::kHang: {
         // Bounded, so that rank threads, whose group aborts without ending the process, end too.
         const std::chrono::milliseconds timeout =
@@ -208,7 +215,8 @@ std::unique_ptr<comm::Backend> local_fault_wrapper(const TrainConfig& config, in
 InjectedFault parse_injected_fault(const std::string& text) {
   const auto bad = [&] {
     ZS_THROW(InvalidArgument, "--inject-fault '", text,
-             "': expected RANK:STEP[:KIND] (KIND: comm, io, numerical, invalid or hang), e.g. 1:5 "
+             "': expected RANK:STEP[:KIND] (KIND: comm, io, numerical, invalid, hang or sigterm), "
+             "e.g. 1:5 "
              "makes rank 1 fail with a CommError before step 5");
   };
   InjectedFault fault;
@@ -227,7 +235,7 @@ InjectedFault parse_injected_fault(const std::string& text) {
   fault.step = number(step);
   for (const auto k : {InjectedFault::Kind::kCommError, InjectedFault::Kind::kIoError,
                        InjectedFault::Kind::kNumericalError, InjectedFault::Kind::kInvalidArgument,
-                       InjectedFault::Kind::kHang}) {
+                       InjectedFault::Kind::kHang, InjectedFault::Kind::kSigterm}) {
     if (kind == fault_kind_name(k)) {
       fault.kind = k;
       return fault;

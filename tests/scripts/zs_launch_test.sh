@@ -4,7 +4,8 @@
 # status 2 (bad input) is not retried; spent restarts give the job's last status; with
 # --hostfile and --min-ranks a lost host makes it relaunch on fewer ranks with the micro-batch
 # that keeps the global batch (skipping a rank count that cannot), and below --min-ranks it stops
-# naming the ranks left.
+# naming the ranks left; a preempted job (exit 75, or SIGTERM to zs-launch, passed on to the
+# job) is not restarted.
 # Usage: zs_launch_test.sh PATH/TO/zs-launch
 set -uo pipefail
 launcher="$1"
@@ -112,6 +113,36 @@ expect_status $? 2 "min ranks without micro-batch"
 expect_contains "$work/log" "--min-ranks needs --micro-batch" "micro-batch needed"
 "$launcher" --max-restarts x -- true 2>"$work/log"
 expect_status $? 2 "bad max restarts"
+
+# 7. A preemption is not a failure. A job that exits 75 (zs-train stopped by a signal, saved) is
+# not restarted.
+reset 75
+"$launcher" --max-restarts 3 -- "$work/job" zs-train 2>"$work/log"
+expect_status $? 75 "a preempted job"
+[[ $(wc -l <"$work/calls") == 1 ]] || fail "a preempted job was restarted"
+expect_contains "$work/log" "not restarting" "preemption logged"
+
+# SIGTERM to zs-launch reaches the job (which, as zs-train does, saves and exits 75 on it) and
+# no restart follows.
+cat >"$work/slow_job" <<'JOB'
+#!/usr/bin/env bash
+dir=$(dirname "$0")
+echo "$*" >>"$dir/calls"
+trap 'echo "got TERM" >>"$dir/calls"; exit 75' TERM
+for _ in $(seq 100); do sleep 0.1; done
+exit 0
+JOB
+chmod +x "$work/slow_job"
+reset
+"$launcher" --max-restarts 3 -- "$work/slow_job" zs-train 2>"$work/log" &
+launcher_pid=$!
+for _ in $(seq 50); do [[ -s "$work/calls" ]] && break; sleep 0.1; done
+kill -TERM "$launcher_pid"
+wait "$launcher_pid"
+expect_status $? 75 "SIGTERM to zs-launch"
+expect_contains "$work/calls" "got TERM" "the job got the signal"
+[[ $(grep -c zs-train "$work/calls") == 1 ]] || fail "relaunched after SIGTERM"
+expect_contains "$work/log" "stopped by SIGTERM" "SIGTERM logged"
 
 if ((failures > 0)); then
   echo "$failures check(s) failed" >&2

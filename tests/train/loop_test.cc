@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,50 @@ TEST(TrainLoop, CallsThePartsAndTheSeamAtTheirNamedPoints) {
                           "a.on_eval 3",    "publish wait",
                           "a.on_end 3"};
   EXPECT_EQ(calls, expected);
+}
+
+// Stops after `at` completed steps for `reason`; records each question.
+class StopAt final : public StopCheck {
+ public:
+  StopAt(Calls& calls, int64_t at, StopReason reason) : calls_(calls), at_(at), reason_(reason) {}
+  StopReason after_step(int64_t first, int64_t completed) override {
+    calls_.push_back("stop? " + std::to_string(first) + "/" + std::to_string(completed));
+    return completed == at_ ? reason_ : StopReason::kNone;
+  }
+
+ private:
+  Calls& calls_;
+  const int64_t at_;
+  const StopReason reason_;
+};
+
+// A stop saves as the last step would (between the checkpoint interval's saves), waits for the
+// save to be published, and ends the loop there: no final evaluation, no end of run. The last
+// step is never asked about.
+TEST(TrainLoop, AStopSavesWaitsForThePublicationAndEndsTheLoop) {
+  Calls calls;
+  FakeSteps steps(calls);
+  RecordingPart a(calls, "a");
+  RecordingCheckpointer checkpoints(calls, 100, 1);
+  StopAt stop(calls, 3, StopReason::kSignal);
+  const LoopEnd end = TrainLoop(5, 0, {&a}, checkpoints, &stop).run(steps);
+  EXPECT_EQ(end.completed, 3);
+  EXPECT_EQ(end.stopped, StopReason::kSignal);
+  const Calls expected = {"restore",         "start 1",        "a.on_start 1/5", "a.before_step 1",
+                          "step 1",          "a.after_step 1", "publish",        "stop? 1/2",
+                          "a.before_step 2", "step 2",         "a.after_step 2", "publish",
+                          "stop? 1/3",       "save 3",         "publish wait"};
+  EXPECT_EQ(calls, expected);
+  // Never asked after the last step: the run ends there anyway.
+  Calls all;
+  FakeSteps more(all);
+  RecordingCheckpointer none(all, 100, 0);
+  StopAt never(all, 99, StopReason::kPlanned);
+  const LoopEnd whole = TrainLoop(2, 0, {}, none, &never).run(more);
+  EXPECT_EQ(whole.completed, 2);
+  EXPECT_EQ(whole.stopped, StopReason::kNone);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "stop? 0/1"), 1);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "stop? 0/2"), 0);
 }
 
 TEST(TrainLoop, ARestoreStartsAtTheRestoredStepAndPartsRunInOrder) {

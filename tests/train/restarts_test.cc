@@ -201,7 +201,8 @@ TEST(RestartFlags, AHangFaultParses) {
   EXPECT_EQ(hang.step, 3);
   EXPECT_EQ(hang.kind, InjectedFault::Kind::kHang);
   EXPECT_CONTAINS(error_message<InvalidArgument>([] { parse_injected_fault("2:3:hung"); }),
-                  "invalid or hang");
+                  "invalid, hang or sigterm");
+  EXPECT_EQ(parse_injected_fault("1:4:sigterm").kind, InjectedFault::Kind::kSigterm);
 }
 
 TEST(RestartFlags, MaxRestartsNeedsACheckpointDirAndRankThreads) {
