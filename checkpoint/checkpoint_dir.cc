@@ -129,6 +129,39 @@ std::vector<std::string> step_dirs(const std::string& dir, const FileSystem& fil
   return paths;
 }
 
+namespace {
+
+// `text` quoted for a log line: at most 40 characters, anything but printable ASCII as '?'.
+std::string quoted_excerpt(const std::string& text) {
+  std::string cut;
+  for (const char ch : text.substr(0, 40)) cut += ch >= 32 && ch < 127 ? ch : '?';
+  return "'" + cut + (text.size() > 40 ? "...'" : "'");
+}
+
+}  // namespace
+
+std::vector<std::string> resume_candidates(const std::string& dir, std::string* note,
+                                           const FileSystem& files) {
+  std::vector<std::string> candidates = step_dirs(dir, files);
+  if (note == nullptr) return candidates;
+  note->clear();
+  const std::string latest = read_latest(dir, files);
+  if (latest.empty()) return candidates;
+  const std::string newest =
+      candidates.empty() ? std::string() : fs::path(candidates.front()).filename().string();
+  if (step_of_dir_name(latest) < 0) {
+    *note = dir + "/latest holds " + quoted_excerpt(latest) +
+            ", not a step name (a damaged file?); trying the step directories newest first";
+  } else if (!files.exists((fs::path(dir) / latest).string())) {
+    *note = dir + "/latest names " + latest +
+            ", which does not exist (a torn save?); trying the step directories newest first";
+  } else if (latest != newest) {
+    *note = dir + "/latest names " + latest + ", but " + newest +
+            " is newer and complete (a save that ended before latest moved): it is tried first";
+  }
+  return candidates;
+}
+
 std::vector<std::string> prune_step_dirs(const std::string& dir, int keep,
                                          const FileSystem& files) {
   std::vector<std::string> deleted;

@@ -57,6 +57,15 @@ void publish_latest(const std::string& dir, int64_t step,
 // The directory name DIR/latest holds ("" when there is no such file).
 std::string read_latest(const std::string& dir, const FileSystem& fs = posix_file_system());
 
+// The step directories --resume auto (and zs-ckpt inspect DIR) try, in order: every step
+// directory, newest (highest step) first. A directory under a step name is complete (a save is
+// renamed to it only when written), so a newer one than `latest` names is a save that ended
+// before `latest` moved, and it comes first. `note` (if not null) is set to a line saying how
+// `latest` disagrees, when it does: it names a missing or an older directory, or holds no step
+// name (quoted, cut to 40 printable characters); "" otherwise.
+std::vector<std::string> resume_candidates(const std::string& dir, std::string* note,
+                                           const FileSystem& fs = posix_file_system());
+
 // The step directories in `dir`, newest (highest step) first, as paths.
 std::vector<std::string> step_dirs(const std::string& dir,
                                    const FileSystem& fs = posix_file_system());

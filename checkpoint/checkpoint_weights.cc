@@ -13,6 +13,7 @@
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "runtime/json_read.h"
+#include "runtime/logging.h"
 
 namespace zs::checkpoint {
 namespace {
@@ -75,11 +76,26 @@ uint64_t rss_bytes() {
 
 std::string resolve_step_dir(const std::string& path) {
   if (fs::exists(fs::path(path) / kMetaFile)) return path;
-  const std::string latest = fs::is_directory(path) ? read_latest(path) : std::string();
-  ZS_CHECK(!latest.empty(), "'", path,
+  // A checkpoint directory: the step directories --resume auto tries, in its order, the first
+  // whose metadata reads (the others are named with the reason they were skipped).
+  std::string note;
+  const std::vector<std::string> candidates =
+      fs::is_directory(path) ? resume_candidates(path, &note) : std::vector<std::string>();
+  ZS_CHECK(!candidates.empty(), "'", path,
            "' is not a checkpoint: name a step directory (DIR/step-000120, with meta.json) or a "
-           "checkpoint directory with a `latest` file");
-  return (fs::path(path) / latest).string();
+           "checkpoint directory that holds step directories");
+  if (!note.empty()) ZS_LOG_WARN("{}", note);
+  std::string skipped;
+  for (const std::string& dir : candidates) {
+    try {
+      read_checkpoint_meta(dir);
+      if (!skipped.empty()) ZS_LOG_WARN("{}: using {}", skipped, dir);
+      return dir;
+    } catch (const CorruptCheckpoint& e) {
+      skipped += (skipped.empty() ? "skipped " : "; skipped ") + dir + " (" + e.what() + ")";
+    }  // a format version from a newer zeroshard (InvalidArgument) stops here, as on resume
+  }
+  ZS_THROW(CorruptCheckpoint, "no checkpoint in '", path, "' has readable metadata: ", skipped);
 }
 
 json read_checkpoint_meta(const std::string& dir) {

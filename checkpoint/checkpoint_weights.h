@@ -30,8 +30,10 @@
 
 namespace zs::checkpoint {
 
-// The step directory `path` names: `path` itself when it holds meta.json, else the one its
-// `latest` file names. InvalidArgument when it is neither.
+// The step directory `path` names: `path` itself when it holds meta.json, else, for a checkpoint
+// directory, the first of resume_candidates (newest first, as --resume auto tries them) whose
+// metadata reads, warning about `latest` and the ones skipped. InvalidArgument when it holds no
+// step directory; CorruptCheckpoint when none has readable metadata.
 std::string resolve_step_dir(const std::string& path);
 // The parsed meta.json of step directory `dir`; CorruptCheckpoint when missing or invalid.
 nlohmann::json read_checkpoint_meta(const std::string& dir);

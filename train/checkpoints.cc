@@ -597,22 +597,9 @@ int64_t ShardedCheckpointer::restore() {
   if (c_.resume.empty()) return 0;
   if (c_.resume != "auto") return load(c_.resume, false);
   const std::string& dir = c_.checkpoint_dir;
-  std::vector<std::string> candidates;
-  const std::string latest = checkpoint::read_latest(dir, files());
-  if (!latest.empty()) {
-    const std::string path = (fs::path(dir) / latest).string();
-    if (fs::is_directory(path)) {
-      candidates.push_back(path);
-    } else if (lead_) {
-      ZS_LOG_WARN(
-          "--resume auto: {}/latest names '{}', which does not exist (a torn save?); "
-          "looking for older checkpoints",
-          dir, latest);
-    }
-  }
-  for (const std::string& path : checkpoint::step_dirs(dir, files())) {
-    if (candidates.empty() || path != candidates.front()) candidates.push_back(path);
-  }
+  std::string note;
+  const std::vector<std::string> candidates = checkpoint::resume_candidates(dir, &note, files());
+  if (!note.empty() && lead_) ZS_LOG_WARN("--resume auto: {}", note);
   if (candidates.empty()) {
     if (lead_) ZS_LOG_INFO("--resume auto: no checkpoint in '{}' yet; starting from scratch", dir);
     return 0;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/file_checksum.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
@@ -377,6 +378,43 @@ TEST_F(Checkpoints, ResumeAutoSkipsTornAndCorruptCheckpointsWithAWarning) {
       << text;
   // The resumed run's own final save replaced the corrupt step 6 and is `latest` now.
   EXPECT_EQ(checkpoint::read_latest(full.checkpoints), "step-000006");
+}
+
+// A save that ended after its step directory was renamed but before `latest` moved (finding 10 of
+// issue 28): --resume auto takes the newer, complete step (it used to follow `latest` and lose a
+// step), and says so; zs-ckpt inspect DIR and --init-from DIR pick the same one, and fall back
+// past a step whose metadata does not read, naming it.
+TEST_F(Checkpoints, ResumeAutoAndInspectTakeTheNewestCompleteStepNotJustLatest) {
+  const SavedRun full = run_saving(dir, corpus, 2, DType::kF32);  // saves steps 3 and 6
+  write_text(full.checkpoints + "/latest", "step-000003\n");
+  TrainConfig resumed = tiny_run(corpus, 2, DType::kF32);
+  resumed.checkpoint_dir = full.checkpoints;
+  resumed.resume = "auto";
+  {
+    LogCapture log;
+    run_training(resumed);
+    const std::string text = log.text();
+    EXPECT_NE(text.find("latest names step-000003, but step-000006 is newer and complete"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("resumed from checkpoint " + full.checkpoints + "/step-000006 after 6"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_EQ(checkpoint::resolve_step_dir(full.checkpoints), full.checkpoints + "/step-000006");
+  // Metadata that does not read: inspect falls back to step 3, naming step 6 and why.
+  write_text(full.checkpoints + "/step-000006/meta.json", "{ torn");
+  LogCapture log;
+  EXPECT_EQ(checkpoint::resolve_step_dir(full.checkpoints), full.checkpoints + "/step-000003");
+  EXPECT_NE(log.text().find("skipped " + full.checkpoints + "/step-000006"), std::string::npos)
+      << log.text();
+  // A `latest` that holds no step name is quoted, cut, and not followed.
+  write_text(full.checkpoints + "/latest", std::string(100, 'x') + "\x01");
+  std::string note;
+  checkpoint::resume_candidates(full.checkpoints, &note);
+  EXPECT_NE(note.find("holds '" + std::string(40, 'x') + "...', not a step name"),
+            std::string::npos)
+      << note;
 }
 
 TEST_F(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
