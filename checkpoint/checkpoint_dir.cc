@@ -1,10 +1,14 @@
 // The checkpoint directory layout and its atomic steps (checkpoint/checkpoint_dir.h).
 #include "checkpoint/checkpoint_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -171,6 +175,46 @@ std::vector<std::string> prune_step_dirs(const std::string& dir, int keep,
     deleted.push_back(dirs[i]);
   }
   return deleted;
+}
+
+DirectoryLock::DirectoryLock(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ZS_CHECK_AS(IoError, fd_ >= 0, "cannot open the checkpoint directory's lock file '", path,
+              "': ", std::strerror(errno));
+  std::string holder(256, '\0');
+  const ssize_t got = ::pread(fd_, holder.data(), holder.size(), 0);
+  holder.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    ::close(fd_);
+    fd_ = -1;
+    ZS_CHECK_AS(IoError, why == EWOULDBLOCK, "cannot lock '", path, "': ", std::strerror(why));
+    ZS_THROW(InvalidArgument, "checkpoint directory '", dir, "' is in use by another run (",
+             holder.empty() ? std::string("its host and pid not written yet") : holder, ", in ",
+             path,
+             "): two runs in one directory would delete each other's saves in progress; wait "
+             "for that run to end, or give this one another --checkpoint-dir");
+  }
+  previous_ = holder;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string me = std::string(host) + " pid " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+    // The lock is held either way; only the message a second run would print is poorer.
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ < 0) return;
+  if (::ftruncate(fd_, 0) != 0) {
+    // Left holding this run's name: the next run takes it over and says so.
+  }
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
 }
 
 }  // namespace zs::checkpoint

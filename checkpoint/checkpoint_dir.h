@@ -75,4 +75,31 @@ std::vector<std::string> step_dirs(const std::string& dir,
 std::vector<std::string> prune_step_dirs(const std::string& dir, int keep,
                                          const FileSystem& fs = posix_file_system());
 
+// An advisory lock on a checkpoint directory for one run (issue 28, finding 8): DIR/.lock, held
+// with flock(2) and holding "HOST PID" of the run. A second run on the same directory would delete
+// the first's save in progress as a crashed one's leftovers; it is refused instead. The lock ends
+// with the process that holds it (a killed run's lock is free), so a .lock file left by a run
+// that ended without clearing it is taken over, and previous() names that run for a log line.
+// flock reaches other hosts on NFS (Linux emulates it there with fcntl locks); not every
+// network file system honours it.
+class DirectoryLock {
+ public:
+  // Creates `dir` if needed and takes its lock. InvalidArgument naming the holder when another
+  // run (another process, or another lock in this one) holds it; IoError when the lock file
+  // cannot be opened.
+  explicit DirectoryLock(const std::string& dir);
+  // Clears the file's holder and releases the lock.
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  // "HOST PID" of the run whose lock file was left behind (it no longer holds the lock); ""
+  // when the file was new or cleared.
+  const std::string& previous() const { return previous_; }
+
+ private:
+  int fd_ = -1;
+  std::string previous_;
+};
+
 }  // namespace zs::checkpoint

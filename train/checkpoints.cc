@@ -606,7 +606,12 @@ int64_t ShardedCheckpointer::restore() {
   }
   for (const std::string& path : candidates) {
     const int64_t completed = load(path, true);
-    if (completed >= 0) return completed;
+    if (completed < 0) continue;
+    // `latest` names what the run continues from again (it named an older or a missing one).
+    if (lead_ && checkpoint::read_latest(dir, files()) != fs::path(path).filename().string()) {
+      checkpoint::publish_latest(dir, completed, files());
+    }
+    return completed;
   }
   ZS_THROW(CorruptCheckpoint, "--resume auto: none of the ", candidates.size(), " checkpoints in '",
            dir, "' verifies (the warnings above say why); restore one, or start without --resume");

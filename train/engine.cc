@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/gpt2_weights.h"
 #include "comm/factory.h"
@@ -535,6 +536,16 @@ TrainResult run_training(const TrainConfig& config) {
            " zs-train ..., or srun), or drop --ranks");
   validate(config, world);
   check_outputs(config, launch.rank == 0);
+  // One run per checkpoint directory, held by the first process until the run (restarts
+  // included) ends: a second one would delete this one's saves in progress as stale.
+  std::optional<checkpoint::DirectoryLock> checkpoint_lock;
+  if (!config.checkpoint_dir.empty() && launch.rank == 0) {
+    checkpoint_lock.emplace(config.checkpoint_dir);
+    if (!checkpoint_lock->previous().empty()) {
+      ZS_LOG_INFO("taking over {}/.lock, left by {}, which no longer runs", config.checkpoint_dir,
+                  checkpoint_lock->previous());
+    }
+  }
   (void)comm_timeout(config);  // a bad --comm-timeout fails before any data is read
   check_restart_settings(config, rank_threads(config, backend, launch), launch);
   ZS_CHECK(!has_comm_faults(config, -1) || backend == "local",

@@ -14,6 +14,7 @@
 // nothing more and leaves the previous checkpoint loadable.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
 
@@ -281,7 +282,7 @@ TEST_F(Checkpoints, KeepCheckpointsDeletesTheOlderOnes) {
     names.push_back(entry.path().filename().string());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-000005", "step-000006"}));
+  EXPECT_EQ(names, (std::vector<std::string>{".lock", "latest", "step-000005", "step-000006"}));
 }
 
 TEST_F(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
@@ -415,6 +416,38 @@ TEST_F(Checkpoints, ResumeAutoAndInspectTakeTheNewestCompleteStepNotJustLatest) 
   EXPECT_NE(note.find("holds '" + std::string(40, 'x') + "...', not a step name"),
             std::string::npos)
       << note;
+}
+
+// One run per checkpoint directory (finding 8 of issue 28): a second run on a directory whose
+// lock another run holds is refused before any work, naming the holder; a lock file left by a
+// run that no longer holds it is taken over with a log line; a finished run leaves it free.
+TEST_F(Checkpoints, ASecondRunOnTheSameCheckpointDirectoryIsRefused) {
+  TrainConfig c = tiny_run(corpus, 2, DType::kF32);
+  c.checkpoint_dir = dir.path("locked");
+  {
+    const checkpoint::DirectoryLock first(c.checkpoint_dir);  // a run in progress
+    const std::string message = error_message<InvalidArgument>([&] { run_training(c); });
+    EXPECT_NE(
+        message.find("checkpoint directory '" + c.checkpoint_dir + "' is in use by another run ("),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find(" pid " + std::to_string(getpid())), std::string::npos) << message;
+    EXPECT_TRUE(checkpoint::step_dirs(c.checkpoint_dir).empty());  // nothing was run or saved
+  }
+  // A lock file naming a run that ended without clearing it (killed): taken over.
+  write_text(c.checkpoint_dir + "/.lock", "otherhost pid 12345\n");
+  {
+    LogCapture log;
+    run_training(c);
+    EXPECT_NE(log.text().find("taking over " + c.checkpoint_dir +
+                              "/.lock, left by otherhost pid 12345, which no longer runs"),
+              std::string::npos)
+        << log.text();
+  }
+  // The run ended: the lock is free and its file cleared.
+  const checkpoint::DirectoryLock after(c.checkpoint_dir);
+  EXPECT_EQ(after.previous(), "");
+  EXPECT_FALSE(checkpoint::step_dirs(c.checkpoint_dir).empty());
 }
 
 TEST_F(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {
