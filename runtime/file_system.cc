@@ -141,8 +141,8 @@ const char* file_op_name(FileOp op) {
 std::string file_error_advice(int error_number) {
   switch (error_number) {
     case ENOSPC:
-      return "the disk is full: free space on it, or write elsewhere (for checkpoints, point "
-             "--checkpoint-dir at another disk)";
+      return "the disk is full: free space on it, or point the flag that chose this path "
+             "(--checkpoint-dir, --nvme-path, --save-weights, ...) at another disk";
     case EDQUOT:
       return "the disk quota is used up: free space within it, or write elsewhere";
     case EIO:

@@ -4,7 +4,9 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -20,7 +22,26 @@
 #include "train/stop.h"
 
 namespace zs::train {
+
 namespace {
+
+// A check that a flag's number is above `bound` (or at least it), whose message names the bound
+// ("must be > 0, got 0"); CLI11's PositiveNumber printed the largest double in full.
+CLI::Validator number_above(double bound, bool or_equal) {
+  std::ostringstream text;
+  text << bound;
+  const std::string limit = (or_equal ? ">= " : "> ") + text.str();
+  return CLI::Validator(
+      [limit, bound, or_equal](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || std::isnan(v)) {
+          return "must be a number " + limit + ", got '" + value + "'";
+        }
+        return (or_equal ? v >= bound : v > bound) ? "" : "must be " + limit + ", got " + value;
+      },
+      "NUMBER " + limit);
+}
 
 // The built-in demo's text: Debian's fortunes package (English quotations, jokes, poems).
 constexpr const char* kDemoCorpus = "/usr/share/games/fortunes";
@@ -269,7 +290,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "that did not arrive (also the bound on forming an mpi/nccl world); precedence: "
                  "this flag, then the environment's ZS_COMM_TIMEOUT_S, then 600")
       ->type_name("SECONDS")
-      ->check(CLI::PositiveNumber)
+      ->check(number_above(0, false))
       ->group(kParallel);
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: gather on demand only")->group(kParallel);
   app.add_option("--max-live-gathered", max_live, "stage 3: limit on gathered parameter bytes")
@@ -286,7 +307,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
   app.add_option("--max-reductions-in-flight", c.max_reductions_in_flight,
                  "stages 2/3: gradient reductions left running during backward, each holding a "
                  "unit's full gradient (default 2; 0 = no limit: more overlap, more memory)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_above(0, true))
       ->group(kParallel);
 
   const std::string kMemory = "Memory";
@@ -299,7 +320,7 @@ bool parse_train_args(int argc, const char* const* argv, TrainConfig& c,
                  "activation checkpointing of every K-th unit (1 = every unit; implies "
                  "--activation-checkpointing; 0 = off)")
       ->type_name("K")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_above(0, true))
       ->group(kMemory);
 
   const std::string kPrecision = "Precision";

@@ -61,6 +61,9 @@ TEST(InputRanges, EveryNumberOutOfItsRangeIsRefusedNamingItsFlag) {
       // Clamped to INT64_MAX, it trained for ever.
       {{"--steps", "99999999999999999999"}, "--steps"},
       {{"--steps", "9223372036854775807"}, "--steps must be at most 1000000000000"},
+      // A range message names its bound, not the largest double in full (finding 7).
+      {{"--comm-timeout", "0"}, "--comm-timeout: must be > 0, got 0;"},
+      {{"--max-reductions-in-flight", "-1"}, "--max-reductions-in-flight: must be >= 0, got -1"},
       // Conflicts.
       {{"--epochs", "1", "--steps", "2"}, "--epochs 1 and --steps 2 both set the run's length"},
       {{"--init-from", "w.safetensors", "--resume", "ck/step-000002"},
