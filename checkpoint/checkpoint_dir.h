@@ -27,8 +27,9 @@ namespace zs::checkpoint {
 // The format version a step directory's meta.json carries (train/checkpoints.h writes it); one
 // of a newer version is refused by every reader. 2: a hybrid replica's file entry names its
 // source rank's file (it writes none); version 1's entries each name their own, which reads the
-// same way.
-constexpr int kCheckpointFormatVersion = 2;
+// same way. 3: meta.json carries its own checksum, meta_checksum (seal_checkpoint_meta); one of
+// version 1 or 2 is read without it.
+constexpr int kCheckpointFormatVersion = 3;
 // Refuses a meta.json `format_version` this build cannot read: newer than
 // kCheckpointFormatVersion (InvalidArgument: the zeroshard that wrote it reads it), or below 1
 // (CorruptCheckpoint). `dir` names the checkpoint in the message.

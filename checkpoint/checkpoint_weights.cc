@@ -10,6 +10,7 @@
 #include <iomanip>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/file_checksum.h"
 #include "checkpoint/shard_files.h"
 #include "runtime/error.h"
 #include "runtime/json_read.h"
@@ -98,6 +99,42 @@ std::string resolve_step_dir(const std::string& path) {
   ZS_THROW(CorruptCheckpoint, "no checkpoint in '", path, "' has readable metadata: ", skipped);
 }
 
+namespace {
+
+constexpr const char* kMetaChecksum = "meta_checksum";
+
+std::string meta_text(const json& meta) { return meta.dump(1) + "\n"; }
+
+}  // namespace
+
+std::string seal_checkpoint_meta(json meta) {
+  meta.erase(kMetaChecksum);
+  const std::string text = meta_text(meta);
+  meta[kMetaChecksum] = FileChecksum::of(text.data(), text.size()).text();
+  return meta_text(meta);
+}
+
+void check_checkpoint_meta_seal(const json& meta, const std::string& path) {
+  const auto version = meta.find("format_version");
+  if (version == meta.end() || !version->is_number_integer() || version->get<int64_t>() < 3) {
+    return;
+  }
+  const auto seal = meta.find(kMetaChecksum);
+  ZS_CHECK_AS(CorruptCheckpoint, seal != meta.end() && seal->is_string(), "checkpoint metadata '",
+              path, "' has no ", kMetaChecksum,
+              " (format version 3 writes one): it was edited or torn; use another checkpoint");
+  json unsealed = meta;
+  unsealed.erase(kMetaChecksum);
+  const std::string text = meta_text(unsealed);
+  const Checksum expected = Checksum::parse(seal->get<std::string>());
+  const Checksum actual = FileChecksum::of(text.data(), text.size(), expected.algorithm);
+  ZS_CHECK_AS(CorruptCheckpoint, actual == expected, "checkpoint metadata '", path,
+              "' does not match its ", kMetaChecksum, " (", expected.text(), "; its text gives ",
+              actual.text(),
+              "): it was edited after the save (a changed completed_steps would skip or repeat "
+              "data); use another checkpoint");
+}
+
 json read_checkpoint_meta(const std::string& dir) {
   const std::string path = (fs::path(dir) / kMetaFile).string();
   std::ifstream in(path);
@@ -108,6 +145,7 @@ json read_checkpoint_meta(const std::string& dir) {
         std::string(std::istreambuf_iterator<char>(in), {}), "checkpoint metadata '" + path + "'");
     const int64_t version = metadata_integer(meta.at("format_version"), dir, "format_version");
     check_format_version(static_cast<int>(std::clamp<int64_t>(version, INT32_MIN, INT32_MAX)), dir);
+    check_checkpoint_meta_seal(meta, path);
     const int64_t world = metadata_integer(meta.at("world_size"), dir, "world_size");
     ZS_CHECK_AS(CorruptCheckpoint,
                 world >= 1 && static_cast<size_t>(world) == meta.at("files").size(),

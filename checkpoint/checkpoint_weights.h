@@ -35,6 +35,12 @@ namespace zs::checkpoint {
 // metadata reads, warning about `latest` and the ones skipped. InvalidArgument when it holds no
 // step directory; CorruptCheckpoint when none has readable metadata.
 std::string resolve_step_dir(const std::string& path);
+// meta.json's text for `meta`, sealed: with "meta_checksum", the checksum of the text without it
+// (issue 28, finding 3: an edited completed_steps skipped data silently).
+std::string seal_checkpoint_meta(nlohmann::json meta);
+// CorruptCheckpoint (naming `path`) unless `meta`, of format version 3 or later, carries a
+// meta_checksum that matches it; versions 1 and 2 carry none and pass.
+void check_checkpoint_meta_seal(const nlohmann::json& meta, const std::string& path);
 // The parsed meta.json of step directory `dir`; CorruptCheckpoint when missing or invalid.
 nlohmann::json read_checkpoint_meta(const std::string& dir);
 

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_weights.h"
 #include "checkpoint/rank_file_writer.h"
 #include "checkpoint/reshard.h"
 #include "checkpoint/shard_files.h"
@@ -405,7 +406,7 @@ void ShardedCheckpointer::publish(bool wait) {
                 .text();
       }
       detail::AtomicFileWriter file((fs::path(save.temp) / kMetaFile).string(), files());
-      const std::string text = meta.dump(1) + "\n";
+      const std::string text = checkpoint::seal_checkpoint_meta(std::move(meta));
       file.write(text.data(), text.size());
       file.commit();
       published = checkpoint::commit_step_dir(save.temp, dir, completed, files());
@@ -519,6 +520,13 @@ int64_t ShardedCheckpointer::load(const std::string& dir, bool skip_corrupt) {
           parse_json_bounded<CorruptCheckpoint>(std::string(std::istreambuf_iterator<char>(in), {}),
                                                 "checkpoint metadata '" + meta_path + "'");
       same_plan = check_compatible(meta, dir);
+      checkpoint::check_checkpoint_meta_seal(meta, meta_path);
+      const json& completed = meta.at("completed_steps");
+      ZS_CHECK_AS(CorruptCheckpoint,
+                  completed.is_number_integer() && completed.get<int64_t>() >= 0 &&
+                      completed.get<int64_t>() <= kMaxSteps,
+                  "checkpoint metadata '", meta_path, "': completed_steps is ",
+                  json_excerpt(completed), ", not a step count in [0, ", kMaxSteps, "]");
     } catch (const json::exception& e) {
       ZS_THROW(CorruptCheckpoint, "checkpoint metadata '", meta_path,
                "' is not what this "

@@ -196,8 +196,9 @@ TEST_F(Checkpoints, TheMetadataDescribesTheFilesAndTheRun) {
   const SavedRun full = run_saving(dir, corpus, 3, DType::kF16);
   std::ifstream in(step3(full) + "/meta.json");
   const nlohmann::json meta = nlohmann::json::parse(in);
-  EXPECT_EQ(meta.at("format_version"), 2);
+  EXPECT_EQ(meta.at("format_version"), 3);
   EXPECT_EQ(meta.at("completed_steps"), 3);
+  EXPECT_NO_THROW(checkpoint::check_checkpoint_meta_seal(meta, "meta.json"));
   EXPECT_EQ(meta.at("world_size"), 2);
   EXPECT_EQ(meta.at("stage"), 3);
   EXPECT_EQ(meta.at("optimizer").at("kind"), "adamw");
@@ -297,7 +298,7 @@ TEST_F(Checkpoints, ACorruptRankFileIsAnErrorNamingIt) {
 }
 
 // `step_dir`'s meta.json with every rank file's checksum recomputed with `algorithm`, or set to
-// `text` when it is given.
+// `text` when it is given; sealed again (meta_checksum) as a writer of that metadata would.
 void rewrite_checksums(const std::string& step_dir, checkpoint::ChecksumAlgorithm algorithm,
                        const std::string& text = "") {
   const std::string meta_path = step_dir + "/meta.json";
@@ -309,7 +310,7 @@ void rewrite_checksums(const std::string& step_dir, checkpoint::ChecksumAlgorith
         text.empty() ? checkpoint::FileChecksum::of(bytes.data(), bytes.size(), algorithm).text()
                      : text;
   }
-  write_text(meta_path, meta.dump(1));
+  write_text(meta_path, checkpoint::seal_checkpoint_meta(meta));
 }
 
 TEST_F(Checkpoints, ACheckpointWithFnv1aChecksumsStillLoads) {
@@ -448,6 +449,45 @@ TEST_F(Checkpoints, ASecondRunOnTheSameCheckpointDirectoryIsRefused) {
   const checkpoint::DirectoryLock after(c.checkpoint_dir);
   EXPECT_EQ(after.previous(), "");
   EXPECT_FALSE(checkpoint::step_dirs(c.checkpoint_dir).empty());
+}
+
+// meta.json carries its own checksum (finding 3 of issue 28): an edited completed_steps (8 -> 9
+// skipped a batch silently; 10^12 spun for minutes; -5 was logged) or an edited file size is a
+// corrupt checkpoint, named, which --resume auto skips; a completed_steps out of range is refused
+// by name even when the seal is made to match.
+TEST_F(Checkpoints, AnEditedMetadataFileIsCorruptAndResumeAutoSkipsIt) {
+  const SavedRun full = run_saving(dir, corpus, 2, DType::kF32);  // steps 3 and 6
+  const std::string meta_path = full.checkpoints + "/step-000006/meta.json";
+  const std::vector<uint8_t> bytes = read_bytes(meta_path);
+  const std::string text(bytes.begin(), bytes.end());
+  const size_t at = text.find("\"completed_steps\": 6");
+  ASSERT_NE(at, std::string::npos) << text;
+  write_text(meta_path, text.substr(0, at) + "\"completed_steps\": 5" +
+                            text.substr(at + std::string("\"completed_steps\": 6").size()));
+  TrainConfig resumed = tiny_run(corpus, 2, DType::kF32);
+  resumed.resume = full.checkpoints + "/step-000006";
+  EXPECT_CONTAINS(error_message<CorruptCheckpoint>([&] { run_training(resumed); }),
+                  "does not match its meta_checksum");
+  EXPECT_CONTAINS(error_message<CorruptCheckpoint>(
+                      [&] { checkpoint::read_checkpoint_meta(full.checkpoints + "/step-000006"); }),
+                  "it was edited after the save");
+  // --resume auto skips it, naming it, and continues from step 3 to the same bits.
+  resumed.resume = "auto";
+  resumed.checkpoint_dir = full.checkpoints;
+  LogCapture log;
+  const TrainResult second = run_training(resumed);
+  EXPECT_CONTAINS(log.text(), "skipping checkpoint '" + full.checkpoints + "/step-000006'");
+  expect_same_steps(full.result.steps, second.steps, 3);
+  // Sealed again (as a tool that rewrites it on purpose would), a completed_steps out of range
+  // is still refused by name.
+  for (const int64_t steps : {int64_t{-5}, int64_t{1'000'000'000'000'000}}) {
+    nlohmann::json meta = nlohmann::json::parse(std::ifstream(step3(full) + "/meta.json"));
+    meta["completed_steps"] = steps;
+    write_text(step3(full) + "/meta.json", checkpoint::seal_checkpoint_meta(meta));
+    resumed.resume = step3(full);
+    EXPECT_CONTAINS(error_message<CorruptCheckpoint>([&] { run_training(resumed); }),
+                    "completed_steps is " + std::to_string(steps) + ", not a step count");
+  }
 }
 
 TEST_F(Checkpoints, ResumeAutoWithoutACheckpointStartsFresh) {

@@ -87,14 +87,14 @@ TEST_F(CkptTool, InspectShowsTheCheckpointWithEveryFileVerified) {
   // A metadata version from the future is refused, naming both versions.
   const std::vector<char> bytes = read_bytes(step3 + "/meta.json");
   const std::string meta(bytes.begin(), bytes.end());
-  const size_t at = meta.find("\"format_version\": 2");
+  const size_t at = meta.find("\"format_version\": 3");
   ASSERT_NE(at, std::string::npos) << meta;
   write_text(step3 + "/meta.json",
              meta.substr(0, at) + "\"format_version\": 99" +
-                 meta.substr(at + std::string("\"format_version\": 2").size()));
+                 meta.substr(at + std::string("\"format_version\": 3").size()));
   const ToolRun future = zs_ckpt({"inspect", step3});
   EXPECT_EQ(future.code, 1);
-  EXPECT_CONTAINS(future.err, "has format version 99, newer than this zeroshard reads (2)");
+  EXPECT_CONTAINS(future.err, "has format version 99, newer than this zeroshard reads (3)");
 
   fs::remove(c.checkpoint_dir + "/step-000006/rank-00000.bin");
   const ToolRun missing = zs_ckpt({"inspect", c.checkpoint_dir});
